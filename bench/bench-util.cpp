@@ -1,0 +1,88 @@
+#include "bench-util.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+namespace bench {
+
+static bool read_cpu(long long & total, long long & idle) {
+    std::ifstream f("/proc/stat");
+    std::string   cpu;
+    long long     v[10] = {};
+    if (!(f >> cpu) || cpu != "cpu") return false;
+    total = 0;
+    for (int i = 0; i < 10 && (f >> v[i]); ++i) total += v[i];
+    idle = v[3] + v[4];
+    return true;
+}
+
+bool wait_idle(int max_busy_percent, int timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (std::chrono::steady_clock::now() < end) {
+        long long t0, i0, t1, i1;
+        if (!read_cpu(t0, i0)) return true; // no /proc: cannot tell, do not block
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        if (!read_cpu(t1, i1)) return true;
+        const long long dt = std::max(1LL, t1 - t0);
+        const long long busy = 100 * ((t1 - t0) - (i1 - i0)) / dt;
+        if (busy <= max_busy_percent) return true;
+    }
+    return false;
+}
+
+timing time_it(const std::function<void()> & fn, int min_reps, double min_time_s, int max_reps) {
+    using clk = std::chrono::steady_clock;
+    fn(); // warm-up: first-touch of buffers, thread-pool start, caches
+    std::vector<double> samples;
+    const auto start = clk::now();
+    while ((int) samples.size() < max_reps) {
+        const auto t0 = clk::now();
+        fn();
+        samples.push_back(std::chrono::duration<double>(clk::now() - t0).count());
+        const double elapsed = std::chrono::duration<double>(clk::now() - start).count();
+        if ((int) samples.size() >= min_reps && elapsed >= min_time_s) break;
+    }
+    std::sort(samples.begin(), samples.end());
+    timing t;
+    t.reps     = (int) samples.size();
+    t.best_s   = samples.front();
+    t.median_s = samples[samples.size() / 2];
+    return t;
+}
+
+static double rate(const row & r, double seconds) {
+    return seconds > 0 ? r.work / seconds / 1e9 : 0.0;
+}
+
+void print_table_header() {
+    printf("%-22s %-30s %10s %10s %12s %-16s %8s\n", "op", "shape", "best ms", "median ms", "rate",
+           "baseline", "ratio");
+}
+
+void print_row(const row & r) {
+    const char * unit = r.is_bytes ? "GB/s" : "GFLOP/s";
+    char rate_s[32];
+    snprintf(rate_s, sizeof rate_s, "%.1f %s", rate(r, r.t.best_s), unit);
+    char ratio_s[32] = "-";
+    if (r.base.best_s > 0) snprintf(ratio_s, sizeof ratio_s, "%.2fx", r.base.best_s / r.t.best_s);
+    printf("%-22s %-30s %10.3f %10.3f %12s %-16s %8s\n", r.op.c_str(), r.shape.c_str(), r.t.best_s * 1e3,
+           r.t.median_s * 1e3, rate_s, r.baseline.empty() ? "-" : r.baseline.c_str(), ratio_s);
+    fflush(stdout);
+}
+
+void print_json(const row & r) {
+    printf("{\"op\":\"%s\",\"shape\":\"%s\",\"best_ms\":%.4f,\"median_ms\":%.4f,\"reps\":%d,\"%s\":%.3f",
+           r.op.c_str(), r.shape.c_str(), r.t.best_s * 1e3, r.t.median_s * 1e3, r.t.reps,
+           r.is_bytes ? "gbps" : "gflops", rate(r, r.t.best_s));
+    if (r.base.best_s > 0) {
+        printf(",\"baseline\":\"%s\",\"baseline_best_ms\":%.4f,\"ratio\":%.4f", r.baseline.c_str(),
+               r.base.best_s * 1e3, r.base.best_s / r.t.best_s);
+    }
+    printf("}\n");
+    fflush(stdout);
+}
+
+} // namespace bench

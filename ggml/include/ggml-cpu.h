@@ -1,0 +1,90 @@
+#pragma once
+
+// ggml-cpu.h — the CPU backend: a persistent thread pool per backend, portable kernels for
+// every op, runtime-selected SIMD paths (added by the fast-kernel work).
+
+#include "ggml.h"
+#include "ggml-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum ggml_sched_priority {
+    GGML_SCHED_PRIO_LOW = -1,
+    GGML_SCHED_PRIO_NORMAL,
+    GGML_SCHED_PRIO_MEDIUM,
+    GGML_SCHED_PRIO_HIGH,
+    GGML_SCHED_PRIO_REALTIME,
+};
+
+struct ggml_threadpool_params {
+    bool                     cpumask[GGML_MAX_N_THREADS]; // all false: inherit affinity
+    int                      n_threads;
+    enum ggml_sched_priority prio;
+    uint32_t                 poll;       // 0: sleep at once, 100: spin long before sleeping
+    bool                     strict_cpu;
+    bool                     paused;
+};
+
+struct ggml_threadpool; // persistent workers; the calling thread is worker 0
+typedef struct ggml_threadpool * ggml_threadpool_t;
+
+GGML_API struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads);
+GGML_API void ggml_threadpool_params_init(struct ggml_threadpool_params * p, int n_threads);
+GGML_API bool ggml_threadpool_params_match(const struct ggml_threadpool_params * p0,
+                                           const struct ggml_threadpool_params * p1);
+GGML_API struct ggml_threadpool * ggml_threadpool_new(struct ggml_threadpool_params * params);
+GGML_API void                     ggml_threadpool_free(struct ggml_threadpool * threadpool);
+GGML_API int                      ggml_threadpool_get_n_threads(struct ggml_threadpool * threadpool);
+GGML_API void                     ggml_threadpool_pause(struct ggml_threadpool * threadpool);
+GGML_API void                     ggml_threadpool_resume(struct ggml_threadpool * threadpool);
+
+// Run fn(ith, nth, data) on every thread of the pool (ith = 0 on the caller), return when all
+// are done. Building block for the backend and for application kernels.
+typedef void (*ggml_threadpool_task_t)(int ith, int nth, void * data);
+GGML_API void ggml_threadpool_run(struct ggml_threadpool * threadpool, int n_threads, ggml_threadpool_task_t fn,
+                                  void * data);
+
+// Backend
+
+GGML_API ggml_backend_t ggml_backend_cpu_init(void);
+GGML_API bool           ggml_backend_is_cpu(ggml_backend_t backend);
+GGML_API void           ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads);
+GGML_API int            ggml_backend_cpu_get_n_threads(ggml_backend_t backend_cpu);
+// Use an external pool instead of the backend's own.
+GGML_API void           ggml_backend_cpu_set_threadpool(ggml_backend_t backend_cpu, ggml_threadpool_t threadpool);
+// Checked between nodes and periodically inside long kernels; true stops with GGML_STATUS_ABORTED.
+GGML_API void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu,
+                                                            ggml_abort_callback abort_callback,
+                                                            void * abort_callback_data);
+// Force the portable reference kernels (disables SIMD fast paths).
+GGML_API void           ggml_backend_cpu_set_use_ref(ggml_backend_t backend_cpu, bool use_ref);
+
+GGML_API ggml_backend_reg_t ggml_backend_cpu_reg(void);
+
+// CPU feature detection (runtime)
+GGML_API int ggml_cpu_has_avx2(void);
+GGML_API int ggml_cpu_has_avx512(void);
+GGML_API int ggml_cpu_has_avx512_vnni(void);
+GGML_API int ggml_cpu_has_avx512_bf16(void);
+GGML_API int ggml_cpu_has_amx_int8(void);
+GGML_API int ggml_cpu_has_amx_bf16(void);
+
+// Scalar helpers on host memory (asserting a host tensor)
+GGML_API struct ggml_tensor * ggml_new_i32(struct ggml_context * ctx, int32_t value);
+GGML_API struct ggml_tensor * ggml_new_f32(struct ggml_context * ctx, float value);
+GGML_API float   ggml_get_f32_1d(const struct ggml_tensor * tensor, int i);
+GGML_API void    ggml_set_f32_1d(const struct ggml_tensor * tensor, int i, float value);
+GGML_API int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i);
+GGML_API void    ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value);
+
+// Row converters
+GGML_API void ggml_cpu_fp32_to_fp16(const float * x, ggml_fp16_t * y, int64_t n);
+GGML_API void ggml_cpu_fp16_to_fp32(const ggml_fp16_t * x, float * y, int64_t n);
+GGML_API void ggml_cpu_fp32_to_bf16(const float * x, ggml_bf16_t * y, int64_t n);
+GGML_API void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,619 @@
+#pragma once
+
+// ggml.h — tensors, contexts, graphs and op constructors.
+//
+// A compatible subset of upstream ggml's public C API (version 0.21 semantics, see
+// ../shared/reference/ggml-api-facts.md), re-implemented here. Names, argument meaning, tensor
+// layout, broadcast rules and op_params layouts follow upstream so model code reads the same.
+//
+// Deliberate differences from upstream (precision quirks, not contracts):
+//   * gelu / gelu_quick are computed from the exact formula, not through an FP16 lookup table.
+//   * ggml_mul_mat_set_prec is recorded in op_params; the CPU backend always accumulates in F32.
+//   * Op enum numeric values are our own (upstream's are not stable either); use the names.
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef GGML_API
+#define GGML_API __attribute__((visibility("default")))
+#endif
+
+#define GGML_VERSION_STRING "0.21.0-sdx"
+
+#define GGML_MAX_DIMS 4
+#define GGML_MAX_SRC 10
+#define GGML_MAX_OP_PARAMS 64
+#define GGML_MAX_NAME 64
+#define GGML_MAX_N_THREADS 512
+#define GGML_DEFAULT_N_THREADS 4
+#define GGML_DEFAULT_GRAPH_SIZE 2048
+#define GGML_MEM_ALIGN 16
+#define GGML_N_TASKS_MAX (-1)
+
+#define GGML_ROPE_TYPE_NORMAL 0
+#define GGML_ROPE_TYPE_NEOX 2
+
+#define GGML_EXIT_SUCCESS 0
+#define GGML_EXIT_ABORTED 1
+
+#define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+GGML_API void ggml_abort(const char * file, int line, const char * fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+#define GGML_ABORT(...) ggml_abort(__FILE__, __LINE__, __VA_ARGS__)
+#define GGML_ASSERT(x)                                                                             \
+    do {                                                                                           \
+        if (!(x)) ggml_abort(__FILE__, __LINE__, "GGML_ASSERT(%s) failed", #x);                   \
+    } while (0)
+
+// Hook called with the formatted message before abort(). Returns the previous hook; NULL
+// restores the default (print to stderr).
+typedef void (*ggml_abort_callback_t)(const char * error_message);
+GGML_API ggml_abort_callback_t ggml_set_abort_callback(ggml_abort_callback_t callback);
+
+enum ggml_status {
+    GGML_STATUS_ALLOC_FAILED = -2,
+    GGML_STATUS_FAILED       = -1,
+    GGML_STATUS_SUCCESS      = 0,
+    GGML_STATUS_ABORTED      = 1,
+};
+GGML_API const char * ggml_status_to_string(enum ggml_status status);
+
+// Logging: the default callback prints WARN and ERROR to stderr.
+enum ggml_log_level {
+    GGML_LOG_LEVEL_NONE  = 0,
+    GGML_LOG_LEVEL_DEBUG = 1,
+    GGML_LOG_LEVEL_INFO  = 2,
+    GGML_LOG_LEVEL_WARN  = 3,
+    GGML_LOG_LEVEL_ERROR = 4,
+    GGML_LOG_LEVEL_CONT  = 5,
+};
+typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+GGML_API void ggml_log_set(ggml_log_callback log_callback, void * user_data);
+
+// Abort callback for compute: returning true stops the computation (GGML_STATUS_ABORTED).
+typedef bool (*ggml_abort_callback)(void * data);
+
+// ---------------------------------------------------------------------------------------------
+// Scalar types
+
+typedef uint16_t ggml_fp16_t;
+typedef struct { uint16_t bits; } ggml_bf16_t;
+
+// IEEE binary16 <-> binary32, round-to-nearest-even, subnormals kept, NaN -> 0x7E00 (sign kept).
+GGML_API float       ggml_fp16_to_fp32(ggml_fp16_t h);
+GGML_API ggml_fp16_t ggml_fp32_to_fp16(float f);
+GGML_API void        ggml_fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n);
+GGML_API void        ggml_fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n);
+
+// bfloat16: widening is exact; narrowing is round-to-nearest-even, NaN keeps sign and is quieted.
+GGML_API float       ggml_bf16_to_fp32(ggml_bf16_t h);
+GGML_API ggml_bf16_t ggml_fp32_to_bf16(float f);
+GGML_API void        ggml_bf16_to_fp32_row(const ggml_bf16_t * x, float * y, int64_t n);
+GGML_API void        ggml_fp32_to_bf16_row_ref(const float * x, ggml_bf16_t * y, int64_t n);
+GGML_API void        ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t n);
+
+enum ggml_type {
+    GGML_TYPE_F32   = 0,
+    GGML_TYPE_F16   = 1,
+    GGML_TYPE_Q8_0  = 8,
+    GGML_TYPE_I8    = 24,
+    GGML_TYPE_I16   = 25,
+    GGML_TYPE_I32   = 26,
+    GGML_TYPE_I64   = 27,
+    GGML_TYPE_F64   = 28,
+    GGML_TYPE_BF16  = 30,
+    GGML_TYPE_COUNT = 43,
+};
+
+enum ggml_prec {
+    GGML_PREC_DEFAULT = 0,
+    GGML_PREC_F32     = 10,
+};
+
+typedef void (*ggml_to_float_t)(const void * x, float * y, int64_t k);
+typedef void (*ggml_from_float_t)(const float * x, void * y, int64_t k);
+
+struct ggml_type_traits {
+    const char *      type_name;   // NULL for values that are not a supported type
+    int64_t           blck_size;
+    int64_t           blck_size_interleave;
+    size_t            type_size;
+    bool              is_quantized;
+    ggml_to_float_t   to_float;       // NULL for F32 and integer types
+    ggml_from_float_t from_float_ref; // NULL for F32 and integer types
+};
+GGML_API const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
+
+// Q8_0: 32 values per block, half scale then 32 int8 quants.
+#define QK8_0 32
+typedef struct {
+    ggml_fp16_t d;
+    int8_t      qs[QK8_0];
+} block_q8_0;
+
+// Quantize nrows rows of n_per_row values starting at row `start`; returns bytes written.
+GGML_API size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start,
+                                    int64_t nrows, int64_t n_per_row, const float * imatrix);
+
+// ---------------------------------------------------------------------------------------------
+// Ops
+
+enum ggml_op {
+    GGML_OP_NONE = 0,
+
+    GGML_OP_DUP,
+    GGML_OP_ADD,
+    GGML_OP_SUB,
+    GGML_OP_MUL,
+    GGML_OP_DIV,
+    GGML_OP_SQR,
+    GGML_OP_SQRT,
+    GGML_OP_SCALE,
+    GGML_OP_NORM,
+    GGML_OP_RMS_NORM,
+    GGML_OP_MUL_MAT,
+    GGML_OP_CPY,
+    GGML_OP_CONT,
+    GGML_OP_RESHAPE,
+    GGML_OP_VIEW,
+    GGML_OP_PERMUTE,
+    GGML_OP_TRANSPOSE,
+    GGML_OP_GET_ROWS,
+    GGML_OP_SOFT_MAX,
+    GGML_OP_ROPE,
+    GGML_OP_CONCAT,
+    GGML_OP_PAD,
+    GGML_OP_REPEAT,
+    GGML_OP_ARANGE,
+    GGML_OP_TIMESTEP_EMBEDDING,
+    GGML_OP_FLASH_ATTN_EXT,
+    GGML_OP_UNARY,
+    GGML_OP_CUSTOM,
+    GGML_OP_GLU,
+
+    GGML_OP_COUNT,
+};
+
+enum ggml_unary_op {
+    GGML_UNARY_OP_ABS,
+    GGML_UNARY_OP_SGN,
+    GGML_UNARY_OP_NEG,
+    GGML_UNARY_OP_STEP,
+    GGML_UNARY_OP_TANH,
+    GGML_UNARY_OP_ELU,
+    GGML_UNARY_OP_RELU,
+    GGML_UNARY_OP_SIGMOID,
+    GGML_UNARY_OP_GELU,
+    GGML_UNARY_OP_GELU_QUICK,
+    GGML_UNARY_OP_SILU,
+    GGML_UNARY_OP_HARDSWISH,
+    GGML_UNARY_OP_HARDSIGMOID,
+    GGML_UNARY_OP_EXP,
+    GGML_UNARY_OP_EXPM1,
+    GGML_UNARY_OP_SOFTPLUS,
+    GGML_UNARY_OP_GELU_ERF,
+    GGML_UNARY_OP_XIELU, // declared for numbering compatibility; not implemented
+    GGML_UNARY_OP_FLOOR,
+    GGML_UNARY_OP_CEIL,
+    GGML_UNARY_OP_ROUND,
+    GGML_UNARY_OP_TRUNC,
+
+    GGML_UNARY_OP_COUNT,
+};
+
+enum ggml_glu_op {
+    GGML_GLU_OP_REGLU,
+    GGML_GLU_OP_GEGLU,
+    GGML_GLU_OP_SWIGLU,
+    GGML_GLU_OP_SWIGLU_OAI,
+    GGML_GLU_OP_GEGLU_ERF,
+    GGML_GLU_OP_GEGLU_QUICK,
+
+    GGML_GLU_OP_COUNT,
+};
+
+enum ggml_tensor_flag {
+    GGML_TENSOR_FLAG_INPUT   = 1,
+    GGML_TENSOR_FLAG_OUTPUT  = 2,
+    GGML_TENSOR_FLAG_PARAM   = 4,
+    GGML_TENSOR_FLAG_LOSS    = 8,
+    GGML_TENSOR_FLAG_COMPUTE = 16,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tensor
+
+struct ggml_backend_buffer;
+
+struct ggml_tensor {
+    enum ggml_type type;
+
+    struct ggml_backend_buffer * buffer;
+
+    int64_t ne[GGML_MAX_DIMS]; // number of elements
+    size_t  nb[GGML_MAX_DIMS]; // stride in bytes
+
+    enum ggml_op op;
+
+    // op parameters, allocated as int32_t for alignment
+    int32_t op_params[GGML_MAX_OP_PARAMS / sizeof(int32_t)];
+
+    int32_t flags;
+
+    struct ggml_tensor * src[GGML_MAX_SRC];
+
+    // views: the ultimate non-view base tensor and the byte offset into it
+    struct ggml_tensor * view_src;
+    size_t               view_offs;
+
+    void * data;
+
+    char name[GGML_MAX_NAME];
+
+    void * extra; // backend private
+
+    char padding[8];
+};
+
+static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
+
+struct ggml_context;
+struct ggml_cgraph;
+
+struct ggml_init_params {
+    size_t mem_size;   // bytes
+    void * mem_buffer; // if NULL, memory is allocated internally
+    bool   no_alloc;   // don't allocate memory for tensor data
+};
+
+// ---------------------------------------------------------------------------------------------
+// Misc
+
+GGML_API const char * ggml_version(void);
+
+GGML_API int64_t ggml_nelements(const struct ggml_tensor * tensor);
+GGML_API int64_t ggml_nrows(const struct ggml_tensor * tensor);
+GGML_API size_t  ggml_nbytes(const struct ggml_tensor * tensor);
+GGML_API size_t  ggml_nbytes_pad(const struct ggml_tensor * tensor);
+
+GGML_API int64_t ggml_blck_size(enum ggml_type type);
+GGML_API size_t  ggml_type_size(enum ggml_type type);
+GGML_API size_t  ggml_row_size(enum ggml_type type, int64_t ne);
+GGML_API const char * ggml_type_name(enum ggml_type type);
+GGML_API bool    ggml_is_quantized(enum ggml_type type);
+GGML_API size_t  ggml_element_size(const struct ggml_tensor * tensor);
+
+GGML_API const char * ggml_op_name(enum ggml_op op);
+GGML_API const char * ggml_op_symbol(enum ggml_op op);
+GGML_API const char * ggml_unary_op_name(enum ggml_unary_op op);
+GGML_API const char * ggml_glu_op_name(enum ggml_glu_op op);
+GGML_API const char * ggml_op_desc(const struct ggml_tensor * t); // unary/glu sub-op name, else op name
+
+GGML_API bool ggml_is_transposed(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_permuted(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_empty(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_view(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_scalar(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_vector(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_matrix(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_3d(const struct ggml_tensor * tensor);
+GGML_API int  ggml_n_dims(const struct ggml_tensor * tensor);
+
+GGML_API bool ggml_is_contiguous(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_0(const struct ggml_tensor * tensor); // same as ggml_is_contiguous
+GGML_API bool ggml_is_contiguous_1(const struct ggml_tensor * tensor); // dim 1 stride free
+GGML_API bool ggml_is_contiguous_2(const struct ggml_tensor * tensor); // dims 1, 2 strides free
+GGML_API bool ggml_is_contiguously_allocated(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_channels(const struct ggml_tensor * tensor);
+GGML_API bool ggml_is_contiguous_rows(const struct ggml_tensor * tensor);
+
+GGML_API bool ggml_are_same_shape(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+GGML_API bool ggml_are_same_stride(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+GGML_API bool ggml_can_repeat(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
+
+GGML_API size_t ggml_tensor_overhead(void);
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+GGML_API struct ggml_context * ggml_init(struct ggml_init_params params);
+GGML_API void                  ggml_reset(struct ggml_context * ctx);
+GGML_API void                  ggml_free(struct ggml_context * ctx);
+
+GGML_API size_t ggml_used_mem(const struct ggml_context * ctx);
+GGML_API bool   ggml_get_no_alloc(struct ggml_context * ctx);
+GGML_API void   ggml_set_no_alloc(struct ggml_context * ctx, bool no_alloc);
+GGML_API void * ggml_get_mem_buffer(const struct ggml_context * ctx);
+GGML_API size_t ggml_get_mem_size(const struct ggml_context * ctx);
+GGML_API size_t ggml_get_max_tensor_size(const struct ggml_context * ctx);
+
+GGML_API struct ggml_tensor * ggml_new_tensor(struct ggml_context * ctx, enum ggml_type type, int n_dims,
+                                              const int64_t * ne);
+GGML_API struct ggml_tensor * ggml_new_tensor_1d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_new_tensor_2d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0,
+                                                 int64_t ne1);
+GGML_API struct ggml_tensor * ggml_new_tensor_3d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0,
+                                                 int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_new_tensor_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0,
+                                                 int64_t ne1, int64_t ne2, int64_t ne3);
+GGML_API void * ggml_new_buffer(struct ggml_context * ctx, size_t nbytes);
+
+GGML_API struct ggml_tensor * ggml_dup_tensor(struct ggml_context * ctx, const struct ggml_tensor * src);
+GGML_API struct ggml_tensor * ggml_view_tensor(struct ggml_context * ctx, struct ggml_tensor * src);
+
+GGML_API struct ggml_tensor * ggml_get_first_tensor(const struct ggml_context * ctx);
+GGML_API struct ggml_tensor * ggml_get_next_tensor(const struct ggml_context * ctx, struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_get_tensor(struct ggml_context * ctx, const char * name);
+
+// flat index -> coordinates (ne0 fastest)
+GGML_API void ggml_unravel_index(const struct ggml_tensor * tensor, int64_t i, int64_t * i0, int64_t * i1,
+                                 int64_t * i2, int64_t * i3);
+
+GGML_API enum ggml_unary_op ggml_get_unary_op(const struct ggml_tensor * tensor);
+GGML_API enum ggml_glu_op   ggml_get_glu_op(const struct ggml_tensor * tensor);
+
+GGML_API void *  ggml_get_data(const struct ggml_tensor * tensor);
+GGML_API float * ggml_get_data_f32(const struct ggml_tensor * tensor);
+
+GGML_API const char *         ggml_get_name(const struct ggml_tensor * tensor);
+GGML_API struct ggml_tensor * ggml_set_name(struct ggml_tensor * tensor, const char * name);
+GGML_API struct ggml_tensor * ggml_format_name(struct ggml_tensor * tensor, const char * fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+// Tensor flags. ggml_set_output also flags every tensor along the view_src chain.
+GGML_API void ggml_set_input(struct ggml_tensor * tensor);
+GGML_API void ggml_set_output(struct ggml_tensor * tensor);
+GGML_API void ggml_set_param(struct ggml_tensor * tensor);
+
+// ---------------------------------------------------------------------------------------------
+// Operations on tensors (graph construction; nothing is computed here)
+
+GGML_API struct ggml_tensor * ggml_dup(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_dup_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Elementwise binary ops; b is tiled over a (modulo broadcasting), result has a's type and shape.
+GGML_API struct ggml_tensor * ggml_add(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_add_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_sub(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_sub_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_mul(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_mul_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_div(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_div_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+
+GGML_API struct ggml_tensor * ggml_sqr(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqr_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqrt(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sqrt_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// out = s*a ; out = s*a + b
+GGML_API struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+GGML_API struct ggml_tensor * ggml_scale_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+GGML_API struct ggml_tensor * ggml_scale_bias(struct ggml_context * ctx, struct ggml_tensor * a, float s, float b);
+GGML_API struct ggml_tensor * ggml_scale_bias_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float s,
+                                                      float b);
+
+// Unary (op GGML_OP_UNARY, int32 slot 0 = ggml_unary_op)
+GGML_API struct ggml_tensor * ggml_unary(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_unary_op op);
+GGML_API struct ggml_tensor * ggml_unary_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 enum ggml_unary_op op);
+GGML_API struct ggml_tensor * ggml_abs(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_abs_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sgn(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_neg(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_neg_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_step(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_tanh(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_tanh_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_elu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_relu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_relu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sigmoid(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sigmoid_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_erf(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_erf_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_quick(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_gelu_quick_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_silu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_silu_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_hardswish(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_hardsigmoid(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_exp(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_exp_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_expm1(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_softplus(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_floor(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_ceil(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_round(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_trunc(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Gated linear units (op GGML_OP_GLU; int32 slot 0 = ggml_glu_op, slot 1 = swapped).
+// Packed form: a has 2n columns, out = act(a[0:n]) * a[n:2n] (swapped: act(a[n:2n]) * a[0:n]).
+// Split form: out = act(a) * b.
+GGML_API struct ggml_tensor * ggml_glu(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_glu_op op,
+                                       bool swapped);
+GGML_API struct ggml_tensor * ggml_glu_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                             struct ggml_tensor * b, enum ggml_glu_op op);
+GGML_API struct ggml_tensor * ggml_reglu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_reglu_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_swiglu(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_swiglu_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_erf(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_erf_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_quick(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_geglu_quick_swapped(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_reglu_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_geglu_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_swiglu_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_geglu_erf_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                   struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_geglu_quick_split(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                     struct ggml_tensor * b);
+// x = min(a, limit); y = clamp(b, -limit, limit); out = x * sigmoid(alpha * x) * (y + 1)
+GGML_API struct ggml_tensor * ggml_swiglu_oai(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, float alpha, float limit);
+
+// Row normalisations over ne0 (float slot 0 = eps).
+GGML_API struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_rms_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+
+// a: [K, N, A2, A3] (weights), b: [K, M, B2, B3] -> F32 [N, M, B2, B3]; dims 2/3 of a are
+// broadcast by division (a's matrix j serves b's matrices j*r .. j*r+r-1).
+GGML_API struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a,
+                                           struct ggml_tensor * b);
+GGML_API void ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
+
+// Copies. cpy: converts a into b's memory, result is a view of b (must be in the graph).
+// cast: new tensor of `type`, src[1] is the result itself.
+GGML_API struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type);
+GGML_API struct ggml_tensor * ggml_cont(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cont_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_cont_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1);
+GGML_API struct ggml_tensor * ggml_cont_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2, int64_t ne3);
+
+// Reshapes and views (no data movement). Offsets and strides in bytes.
+GGML_API struct ggml_tensor * ggml_reshape(struct ggml_context * ctx, struct ggml_tensor * a,
+                                           struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_reshape_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0);
+GGML_API struct ggml_tensor * ggml_reshape_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                              int64_t ne1);
+GGML_API struct ggml_tensor * ggml_reshape_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                              int64_t ne1, int64_t ne2);
+GGML_API struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                              int64_t ne1, int64_t ne2, int64_t ne3);
+GGML_API struct ggml_tensor * ggml_view_1d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           size_t offset);
+GGML_API struct ggml_tensor * ggml_view_2d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_view_3d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+GGML_API struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                           int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2,
+                                           size_t nb3, size_t offset);
+// axisK = where source dimension K goes: result.ne[axisK] = a.ne[K].
+GGML_API struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1,
+                                           int axis2, int axis3);
+GGML_API struct ggml_tensor * ggml_transpose(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// a: [E, R, A2, A3], b: I32 [n, A2, A3] -> F32 [E, n, A2, A3] (I32 if a is I32)
+GGML_API struct ggml_tensor * ggml_get_rows(struct ggml_context * ctx, struct ggml_tensor * a,
+                                            struct ggml_tensor * b);
+
+// out = softmax(a*scale + slope*mask) over ne0. mask F16/F32 [ne0, >=ne1, broadcast by modulo].
+GGML_API struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_soft_max_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                struct ggml_tensor * mask, float scale, float max_bias);
+GGML_API struct ggml_tensor * ggml_soft_max_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                        struct ggml_tensor * mask, float scale, float max_bias);
+
+// a: [head_dim, n_head, n_tokens, n_seq]; b: I32 positions [n_tokens]; c: optional F32 freq factors.
+GGML_API struct ggml_tensor * ggml_rope(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                        int n_dims, int mode);
+GGML_API struct ggml_tensor * ggml_rope_ext(struct ggml_context * ctx, struct ggml_tensor * a,
+                                            struct ggml_tensor * b, struct ggml_tensor * c, int n_dims, int mode,
+                                            int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                            float attn_factor, float beta_fast, float beta_slow);
+GGML_API struct ggml_tensor * ggml_rope_ext_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                    struct ggml_tensor * b, struct ggml_tensor * c, int n_dims,
+                                                    int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                                                    float ext_factor, float attn_factor, float beta_fast,
+                                                    float beta_slow);
+GGML_API void ggml_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast,
+                                       float beta_slow, float dims[2]);
+
+// q: [D, n_q, n_head, S]; k: [D, n_kv, n_head_kv, S]; v: [Dv, n_kv, n_head_kv, S];
+// mask: F16 [n_kv, >=n_q, ...] or NULL. Result F32 [Dv, n_head, n_q, S] (permuted).
+GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_tensor * q,
+                                                  struct ggml_tensor * k, struct ggml_tensor * v,
+                                                  struct ggml_tensor * mask, float scale, float max_bias,
+                                                  float logit_softcap);
+GGML_API void           ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
+GGML_API enum ggml_prec ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
+
+// Concatenate along dim (a's elements first).
+GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          int dim);
+
+// Zero padding at the end (pad) or at both ends (pad_ext) of each dim.
+GGML_API struct ggml_tensor * ggml_pad(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1, int p2,
+                                       int p3);
+GGML_API struct ggml_tensor * ggml_pad_ext(struct ggml_context * ctx, struct ggml_tensor * a, int lp0, int rp0,
+                                           int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
+
+// Tile a to b's shape (modulo indexing).
+GGML_API struct ggml_tensor * ggml_repeat(struct ggml_context * ctx, struct ggml_tensor * a,
+                                          struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_repeat_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                             int64_t ne1, int64_t ne2, int64_t ne3);
+
+// F32 [ceil((stop-start)/step)], element i = start + i*step
+GGML_API struct ggml_tensor * ggml_arange(struct ggml_context * ctx, float start, float stop, float step);
+
+// timesteps F32 [N] -> F32 [dim, N]: cos(t*f_j) for j < dim/2, then sin; odd dim: last column 0.
+GGML_API struct ggml_tensor * ggml_timestep_embedding(struct ggml_context * ctx, struct ggml_tensor * timesteps,
+                                                      int dim, int max_period);
+
+// Custom CPU callbacks (op GGML_OP_CUSTOM). The callback runs once per worker thread with
+// ith in [0, nth) and must split the work itself.
+typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+GGML_API struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0,
+                                             int64_t ne1, int64_t ne2, int64_t ne3, struct ggml_tensor ** args,
+                                             int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun,
+                                                  int n_tasks, void * userdata);
+
+// ---------------------------------------------------------------------------------------------
+// Graphs
+
+GGML_API struct ggml_cgraph * ggml_new_graph(struct ggml_context * ctx); // size GGML_DEFAULT_GRAPH_SIZE
+GGML_API struct ggml_cgraph * ggml_new_graph_custom(struct ggml_context * ctx, size_t size, bool grads);
+GGML_API size_t               ggml_graph_overhead(void);
+GGML_API size_t               ggml_graph_overhead_custom(size_t size, bool grads);
+
+// Depth-first post-order walk from tensor over src[0..]; appends new nodes in topological order.
+GGML_API void ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+
+GGML_API int                   ggml_graph_size(struct ggml_cgraph * cgraph);
+GGML_API int                   ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
+GGML_API struct ggml_tensor *  ggml_graph_node(struct ggml_cgraph * cgraph, int i); // i < 0: from the end
+GGML_API struct ggml_tensor ** ggml_graph_nodes(struct ggml_cgraph * cgraph);
+GGML_API void                  ggml_graph_add_node(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
+GGML_API void                  ggml_graph_clear(struct ggml_cgraph * cgraph);
+// searches leafs first, then nodes
+GGML_API struct ggml_tensor *  ggml_graph_get_tensor(const struct ggml_cgraph * cgraph, const char * name);
+GGML_API void                  ggml_graph_print(const struct ggml_cgraph * cgraph);
+
+#ifdef __cplusplus
+}
+#endif

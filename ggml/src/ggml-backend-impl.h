@@ -1,0 +1,144 @@
+#pragma once
+
+// ggml-backend-impl.h — the vtables a backend implements. Private to ggml/src.
+
+#include "ggml-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Buffer type
+
+struct ggml_backend_buffer_type_i {
+    const char * (*get_name)(ggml_backend_buffer_type_t buft);
+    ggml_backend_buffer_t (*alloc_buffer)(ggml_backend_buffer_type_t buft, size_t size); // NULL on failure
+    size_t (*get_alignment)(ggml_backend_buffer_type_t buft);
+    size_t (*get_max_size)(ggml_backend_buffer_type_t buft);                               // optional: SIZE_MAX
+    size_t (*get_alloc_size)(ggml_backend_buffer_type_t buft, const struct ggml_tensor * tensor); // optional: nbytes
+    bool (*is_host)(ggml_backend_buffer_type_t buft);                                      // optional: false
+};
+
+struct ggml_backend_buffer_type {
+    struct ggml_backend_buffer_type_i iface;
+    ggml_backend_dev_t                device;
+    void *                            context;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Buffer
+
+struct ggml_backend_buffer_i {
+    void (*free_buffer)(ggml_backend_buffer_t buffer);                               // optional
+    void * (*get_base)(ggml_backend_buffer_t buffer);
+    enum ggml_status (*init_tensor)(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor); // optional
+    void (*memset_tensor)(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor, uint8_t value, size_t offset,
+                          size_t size);
+    void (*set_tensor)(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor, const void * data, size_t offset,
+                       size_t size);
+    void (*get_tensor)(ggml_backend_buffer_t buffer, const struct ggml_tensor * tensor, void * data, size_t offset,
+                       size_t size);
+    // optional: copy src (any buffer) into dst (this buffer); false if not possible directly
+    bool (*cpy_tensor)(ggml_backend_buffer_t buffer, const struct ggml_tensor * src, struct ggml_tensor * dst);
+    void (*clear)(ggml_backend_buffer_t buffer, uint8_t value);
+    void (*reset)(ggml_backend_buffer_t buffer); // optional
+};
+
+struct ggml_backend_buffer {
+    struct ggml_backend_buffer_i   iface;
+    ggml_backend_buffer_type_t     buft;
+    void *                         context;
+    size_t                         size;
+    enum ggml_backend_buffer_usage usage;
+};
+
+GGML_API ggml_backend_buffer_t ggml_backend_buffer_init(ggml_backend_buffer_type_t buft,
+                                                        struct ggml_backend_buffer_i iface, void * context,
+                                                        size_t size);
+
+// ---------------------------------------------------------------------------------------------
+// Backend (stream)
+
+struct ggml_backend_i {
+    const char * (*get_name)(ggml_backend_t backend);
+    void (*free)(ggml_backend_t backend);
+
+    // optional asynchronous transfers
+    void (*set_tensor_async)(ggml_backend_t backend, struct ggml_tensor * tensor, const void * data, size_t offset,
+                             size_t size);
+    void (*get_tensor_async)(ggml_backend_t backend, const struct ggml_tensor * tensor, void * data, size_t offset,
+                             size_t size);
+    bool (*cpy_tensor_async)(ggml_backend_t backend_src, ggml_backend_t backend_dst, const struct ggml_tensor * src,
+                             struct ggml_tensor * dst);
+
+    void (*synchronize)(ggml_backend_t backend); // optional
+
+    // compute the graph's nodes in order (nodes without GGML_TENSOR_FLAG_COMPUTE are skipped)
+    enum ggml_status (*graph_compute)(ggml_backend_t backend, struct ggml_cgraph * cgraph);
+
+    void (*event_record)(ggml_backend_t backend, ggml_backend_event_t event); // optional
+    void (*event_wait)(ggml_backend_t backend, ggml_backend_event_t event);   // optional
+};
+
+struct ggml_backend {
+    ggml_guid_t           guid;
+    struct ggml_backend_i iface;
+    ggml_backend_dev_t    device;
+    void *                context;
+};
+
+struct ggml_backend_event {
+    struct ggml_backend_device * device;
+    void *                       context;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Device
+
+struct ggml_backend_device_i {
+    const char * (*get_name)(ggml_backend_dev_t dev);
+    const char * (*get_description)(ggml_backend_dev_t dev);
+    void (*get_memory)(ggml_backend_dev_t dev, size_t * free, size_t * total);
+    enum ggml_backend_dev_type (*get_type)(ggml_backend_dev_t dev);
+    void (*get_props)(ggml_backend_dev_t dev, struct ggml_backend_dev_props * props);
+    ggml_backend_t (*init_backend)(ggml_backend_dev_t dev, const char * params);
+    ggml_backend_buffer_type_t (*get_buffer_type)(ggml_backend_dev_t dev);
+    ggml_backend_buffer_type_t (*get_host_buffer_type)(ggml_backend_dev_t dev); // optional
+    ggml_backend_buffer_t (*buffer_from_host_ptr)(ggml_backend_dev_t dev, void * ptr, size_t size,
+                                                  size_t max_tensor_size); // optional
+    bool (*supports_op)(ggml_backend_dev_t dev, const struct ggml_tensor * op);
+    bool (*supports_buft)(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft);
+    bool (*offload_op)(ggml_backend_dev_t dev, const struct ggml_tensor * op); // optional
+    ggml_backend_event_t (*event_new)(ggml_backend_dev_t dev);                  // optional
+    void (*event_free)(ggml_backend_dev_t dev, ggml_backend_event_t event);     // optional
+    void (*event_synchronize)(ggml_backend_dev_t dev, ggml_backend_event_t event); // optional
+};
+
+struct ggml_backend_device {
+    struct ggml_backend_device_i iface;
+    ggml_backend_reg_t           reg;
+    void *                       context;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Registry entry (backend family)
+
+struct ggml_backend_reg_i {
+    const char * (*get_name)(ggml_backend_reg_t reg);
+    size_t (*get_device_count)(ggml_backend_reg_t reg);
+    ggml_backend_dev_t (*get_device)(ggml_backend_reg_t reg, size_t index);
+    void * (*get_proc_address)(ggml_backend_reg_t reg, const char * name); // optional
+};
+
+#define GGML_BACKEND_API_VERSION 1
+
+struct ggml_backend_reg {
+    int                       api_version;
+    struct ggml_backend_reg_i iface;
+    void *                    context;
+};
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,97 @@
+#pragma once
+
+// cpu-ops.h — the contract between the CPU backend's graph executor and its op kernels.
+//
+// Execution model: every worker thread of the pool walks the graph's nodes in order; each
+// kernel is called on all threads with (ith, nth) and partitions its own work; a barrier
+// separates nodes. Kernels never spawn threads. Kernels for ops that the allocator may run in
+// place (ggml_op_can_inplace) must tolerate dst aliasing a src.
+
+#include "../ggml-impl.h"
+
+#include <atomic>
+
+struct ggml_threadpool;
+
+// Shared state of one graph computation (owned by the executor).
+struct ggml_cpu_compute_state {
+    ggml_abort_callback abort_callback      = nullptr;
+    void *              abort_callback_data = nullptr;
+    std::atomic<bool>   aborted{false};
+};
+
+struct ggml_compute_params {
+    int ith; // this thread's index
+    int nth; // number of threads working on the node
+
+    size_t wsize; // node work buffer, shared by all threads (layout chosen by the kernel)
+    void * wdata;
+
+    struct ggml_threadpool *        threadpool; // for ggml_cpu_barrier
+    struct ggml_cpu_compute_state * state;      // abort handling
+    bool                            use_ref;    // force the portable path
+};
+
+// All nth threads of the node wait here (used by kernels with a preparation phase).
+void ggml_cpu_barrier(const struct ggml_compute_params * params);
+
+// Long kernels call this between chunks of work and return early when it is true. Thread 0
+// polls the abort callback; every thread sees the shared flag.
+bool ggml_cpu_should_abort(const struct ggml_compute_params * params);
+
+// Bytes of work buffer a node needs with n_threads threads (0 for most ops).
+size_t ggml_cpu_op_work_size(const struct ggml_tensor * node, int n_threads);
+
+// Whether the CPU kernels implement this node (types, shapes, layouts).
+bool ggml_cpu_op_supported(const struct ggml_tensor * node);
+
+// Run one node on this thread's share (dispatch by node->op).
+void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct ggml_tensor * node);
+
+// ---------------------------------------------------------------------------------------------
+// Kernels (one per op). Split by file:
+//   ops-elementwise.cpp: dup/cont/cpy (also type conversion), add/sub/mul/div, sqr, sqrt, scale,
+//                        unary, glu
+//   ops-norm.cpp:        norm, rms_norm
+//   ops-layout.cpp:      get_rows, concat, pad, repeat, arange, timestep_embedding, custom
+//   ops-mul-mat.cpp:     mul_mat
+//   ops-softmax.cpp:     soft_max
+//   ops-rope.cpp:        rope
+//   ops-flash-attn.cpp:  flash_attn_ext
+
+void ggml_cpu_op_dup(const struct ggml_compute_params * params, struct ggml_tensor * dst);  // DUP, CONT, CPY
+void ggml_cpu_op_binary(const struct ggml_compute_params * params, struct ggml_tensor * dst); // ADD SUB MUL DIV
+void ggml_cpu_op_sqr(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_sqrt(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_scale(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_unary(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_glu(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_rms_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_get_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_concat(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_pad(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_repeat(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_arange(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_timestep_embedding(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_custom(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_soft_max(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+
+// work-buffer sizes of the kernels that need scratch (others need none)
+size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads);
+size_t ggml_cpu_soft_max_work_size(const struct ggml_tensor * dst, int n_threads);
+size_t ggml_cpu_flash_attn_ext_work_size(const struct ggml_tensor * dst, int n_threads);
+
+// per-op support checks (types/layouts), used by ggml_cpu_op_supported
+bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst);
+bool ggml_cpu_flash_attn_ext_supported(const struct ggml_tensor * dst);
+
+// Split n items into nth near-equal contiguous ranges; this thread's range is [*i0, *i1).
+static inline void ggml_cpu_split_range(int64_t n, int ith, int nth, int64_t * i0, int64_t * i1) {
+    const int64_t per = (n + nth - 1) / nth;
+    *i0 = per * ith < n ? per * ith : n;
+    *i1 = *i0 + per < n ? *i0 + per : n;
+}

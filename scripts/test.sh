@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test: first the optimised build, then the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh [--no-sanitize]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+
+jobs=$(nproc)
+sanitize=1
+[ "${1:-}" = "--no-sanitize" ] && sanitize=0
+
+echo "== Release build and tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
+
+if ((sanitize)); then
+    echo "== Sanitizer build (address;undefined) and tests"
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSD_SANITIZE="address;undefined" \
+          -DSD_BUILD_BENCH=OFF >/dev/null
+    cmake --build build-asan -j"$jobs"
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1200
+fi
+echo "== all tests passed"
