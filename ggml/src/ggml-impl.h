@@ -171,3 +171,11 @@ static inline float ggml_load_f32(enum ggml_type type, const void * p) {
 }
 // F32 -> F16/BF16 round to nearest even; -> integer types truncates toward zero (saturating for I8/I16).
 void ggml_store_f32(enum ggml_type type, void * p, float v);
+
+// ---------------------------------------------------------------------------------------------
+// Added by core (ggml.cpp): the tensor constructor behind ggml_new_tensor and every view op.
+// With view_src set, no data is allocated: view_src is resolved to its ultimate base (offsets
+// accumulate), data = base data + offset when the base has data, and the contiguous size of the
+// new shape plus the offset must fit in ggml_nbytes(base).
+struct ggml_tensor * ggml_new_tensor_impl(struct ggml_context * ctx, enum ggml_type type, int n_dims,
+                                          const int64_t * ne, struct ggml_tensor * view_src, size_t view_offs);

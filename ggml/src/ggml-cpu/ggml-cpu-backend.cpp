@@ -1,0 +1,562 @@
+// ggml-cpu-backend.cpp — the CPU backend object (graph executor), its device and registry entry,
+// plus the small host-tensor helpers declared in ggml-cpu.h.
+//
+// Threads: each backend owns a persistent pool (created on first compute, re-created only when
+// the thread count changes) unless the application supplies one with
+// ggml_backend_cpu_set_threadpool. Upstream creates a disposable pool per compute when none is
+// set; keeping ours alive avoids thread start-up on every graph.
+//
+// Default thread count: the number of CPUs this process may run on (its affinity mask, i.e. what
+// a container or taskset grants), capped at GGML_MAX_N_THREADS; GGML_DEFAULT_N_THREADS only when
+// that cannot be determined. Upstream defaults to a fixed 4, which under-uses large machines and
+// oversubscribes small ones.
+
+#include "../ggml-backend-impl.h"
+#include "cpu-features.h"
+#include "cpu-ops.h"
+#include "ggml-cpu.h"
+#include "threadpool.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+#include <unistd.h>
+
+namespace {
+
+constexpr size_t WORK_ALIGNMENT = 64; // cache line: kernels give each thread its own slice
+
+int default_n_threads() {
+    int n = 0;
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+#endif
+    if (n <= 0) {
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        if (online > 0) n = (int) std::min<long>(online, GGML_MAX_N_THREADS);
+    }
+    if (n <= 0) n = GGML_DEFAULT_N_THREADS;
+    return std::min(n, GGML_MAX_N_THREADS);
+}
+
+struct cpu_backend_context {
+    int n_threads = 1;
+
+    ggml_threadpool * external_pool = nullptr; // owned by the application
+    ggml_threadpool * own_pool      = nullptr; // created lazily with n_threads
+
+    void * work_data = nullptr; // WORK_ALIGNMENT-aligned, grows only
+    size_t work_size = 0;
+
+    ggml_abort_callback abort_callback      = nullptr;
+    void *              abort_callback_data = nullptr;
+    bool                use_ref             = false;
+
+    ggml_cpu_compute_state state;
+
+    std::vector<ggml_tensor *> compute_nodes; // reused between computes
+};
+
+// One graph run as seen by every worker thread.
+struct graph_run {
+    const std::vector<ggml_tensor *> * nodes;
+    ggml_compute_params                base; // ith/nth filled per thread
+};
+
+bool node_is_computed(const ggml_tensor * node) {
+    if (ggml_op_is_empty(node->op)) return false;
+    if (!(node->flags & GGML_TENSOR_FLAG_COMPUTE)) return false;
+    if (ggml_nelements(node) == 0) return false;
+    return true;
+}
+
+void graph_task(int ith, int nth, void * data) {
+    const graph_run * run = static_cast<const graph_run *>(data);
+
+    ggml_compute_params params = run->base;
+    params.ith                 = ith;
+    params.nth                 = nth;
+
+    ggml_cpu_compute_state * state = params.state;
+    for (ggml_tensor * node : *run->nodes) {
+        ggml_cpu_compute_forward(&params, node);
+
+        // thread 0 decides before the barrier, so every thread reads the same flag after it
+        if (ith == 0 && state->abort_callback && state->abort_callback(state->abort_callback_data)) {
+            state->aborted.store(true, std::memory_order_relaxed);
+        }
+        ggml_threadpool_barrier(params.threadpool);
+        if (state->aborted.load(std::memory_order_relaxed)) break;
+    }
+}
+
+// Upstream honours a custom op's n_tasks only when the whole graph consists of such nodes
+// (the graph-wide thread count is the max of the nodes' wishes); keep that behaviour.
+int graph_thread_count(const std::vector<ggml_tensor *> & nodes, int n_threads) {
+    int wanted = 0;
+    for (const ggml_tensor * node : nodes) {
+        if (node->op != GGML_OP_CUSTOM) return n_threads;
+        ggml_custom_op_params p;
+        memcpy(&p, node->op_params, sizeof(p));
+        if (p.n_tasks <= 0) return n_threads; // GGML_N_TASKS_MAX: all threads
+        wanted = std::max(wanted, p.n_tasks);
+    }
+    return wanted > 0 ? std::min(wanted, n_threads) : n_threads;
+}
+
+ggml_threadpool * context_pool(cpu_backend_context * ctx) {
+    if (ctx->external_pool) return ctx->external_pool;
+    if (ctx->own_pool && ggml_threadpool_get_n_threads(ctx->own_pool) != ctx->n_threads) {
+        ggml_threadpool_free(ctx->own_pool);
+        ctx->own_pool = nullptr;
+    }
+    if (!ctx->own_pool) {
+        ggml_threadpool_params params = ggml_threadpool_params_default(ctx->n_threads);
+        ctx->own_pool                 = ggml_threadpool_new(&params);
+    }
+    return ctx->own_pool;
+}
+
+bool ensure_work_buffer(cpu_backend_context * ctx, size_t size) {
+    if (size <= ctx->work_size) return true;
+    void * p = nullptr;
+    const size_t alloc = GGML_PAD(size, WORK_ALIGNMENT);
+    if (posix_memalign(&p, WORK_ALIGNMENT, alloc) != 0 || p == nullptr) return false;
+    free(ctx->work_data);
+    ctx->work_data = p;
+    ctx->work_size = alloc;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend interface
+
+const char * cpu_backend_get_name(ggml_backend_t backend) {
+    (void) backend;
+    return "CPU";
+}
+
+void cpu_backend_free(ggml_backend_t backend) {
+    cpu_backend_context * ctx = static_cast<cpu_backend_context *>(backend->context);
+    ggml_threadpool_free(ctx->own_pool);
+    free(ctx->work_data);
+    delete ctx;
+    delete backend;
+}
+
+ggml_status cpu_backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgraph) {
+    cpu_backend_context * ctx = static_cast<cpu_backend_context *>(backend->context);
+
+    ggml_threadpool * pool      = nullptr;
+    int               n_threads = 1;
+    try {
+        ctx->compute_nodes.clear();
+        for (int i = 0; i < cgraph->n_nodes; ++i) {
+            ggml_tensor * node = cgraph->nodes[i];
+            if (node_is_computed(node)) ctx->compute_nodes.push_back(node);
+        }
+        if (ctx->compute_nodes.empty()) return GGML_STATUS_SUCCESS;
+
+        pool = context_pool(ctx);
+        if (!pool) return GGML_STATUS_ALLOC_FAILED;
+        n_threads = std::min(ctx->n_threads, ggml_threadpool_get_n_threads(pool));
+        n_threads = graph_thread_count(ctx->compute_nodes, n_threads);
+    } catch (const std::bad_alloc &) {
+        return GGML_STATUS_ALLOC_FAILED;
+    } catch (...) {
+        return GGML_STATUS_FAILED;
+    }
+
+    size_t work_size = 0;
+    for (const ggml_tensor * node : ctx->compute_nodes) {
+        work_size = std::max(work_size, ggml_cpu_op_work_size(node, n_threads));
+    }
+    if (!ensure_work_buffer(ctx, work_size)) {
+        GGML_LOG_ERROR("%s: failed to allocate a %zu-byte work buffer\n", __func__, work_size);
+        return GGML_STATUS_ALLOC_FAILED;
+    }
+
+    ctx->state.abort_callback      = ctx->abort_callback;
+    ctx->state.abort_callback_data = ctx->abort_callback_data;
+    ctx->state.aborted.store(false, std::memory_order_relaxed);
+
+    graph_run run;
+    run.nodes            = &ctx->compute_nodes;
+    run.base.ith         = 0;
+    run.base.nth         = n_threads;
+    run.base.wsize       = ctx->work_size;
+    run.base.wdata       = ctx->work_data;
+    run.base.threadpool  = pool;
+    run.base.state       = &ctx->state;
+    run.base.use_ref     = ctx->use_ref;
+
+    ggml_threadpool_run(pool, n_threads, graph_task, &run);
+
+    const bool aborted = ctx->state.aborted.load(std::memory_order_relaxed);
+    ctx->state.aborted.store(false, std::memory_order_relaxed); // the backend stays usable
+    return aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+}
+
+const ggml_backend_i cpu_backend_iface = {
+    /* .get_name         = */ cpu_backend_get_name,
+    /* .free             = */ cpu_backend_free,
+    /* .set_tensor_async = */ nullptr,
+    /* .get_tensor_async = */ nullptr,
+    /* .cpy_tensor_async = */ nullptr,
+    /* .synchronize      = */ nullptr,
+    /* .graph_compute    = */ cpu_backend_graph_compute,
+    /* .event_record     = */ nullptr,
+    /* .event_wait       = */ nullptr,
+};
+
+ggml_guid cpu_backend_guid = {
+    {0x5c, 0x2e, 0x8a, 0x41, 0x93, 0x07, 0x4f, 0xd6, 0xb1, 0x6a, 0x0e, 0x27, 0xc4, 0x58, 0x9d, 0x13}};
+
+cpu_backend_context * cpu_ctx(ggml_backend_t backend) {
+    GGML_ASSERT(ggml_backend_is_cpu(backend) && "not a CPU backend");
+    return static_cast<cpu_backend_context *>(backend->context);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device
+
+const char * cpu_dev_get_name(ggml_backend_dev_t dev) {
+    (void) dev;
+    return "CPU";
+}
+
+const char * cpu_dev_get_description(ggml_backend_dev_t dev) {
+    (void) dev;
+    return ggml_cpu_brand_string();
+}
+
+void cpu_dev_get_memory(ggml_backend_dev_t dev, size_t * free_mem, size_t * total_mem) {
+    (void) dev;
+    size_t total      = 0;
+    const long pages  = sysconf(_SC_PHYS_PAGES);
+    const long pagesz = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && pagesz > 0) total = (size_t) pages * (size_t) pagesz;
+    // upstream reports total RAM as "free" too: the OS pages memory on demand
+    if (free_mem) *free_mem = total;
+    if (total_mem) *total_mem = total;
+}
+
+enum ggml_backend_dev_type cpu_dev_get_type(ggml_backend_dev_t dev) {
+    (void) dev;
+    return GGML_BACKEND_DEVICE_TYPE_CPU;
+}
+
+void cpu_dev_get_props(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
+    memset(props, 0, sizeof(*props));
+    props->name        = cpu_dev_get_name(dev);
+    props->description = cpu_dev_get_description(dev);
+    props->type        = cpu_dev_get_type(dev);
+    props->device_id   = nullptr;
+    cpu_dev_get_memory(dev, &props->memory_free, &props->memory_total);
+    props->caps.async                = false;
+    props->caps.host_buffer          = false;
+    props->caps.buffer_from_host_ptr = true;
+    props->caps.events               = false;
+    props->caps.mmap_support         = true;
+}
+
+ggml_backend_t cpu_dev_init_backend(ggml_backend_dev_t dev, const char * params) {
+    (void) dev;
+    (void) params;
+    return ggml_backend_cpu_init();
+}
+
+ggml_backend_buffer_type_t cpu_dev_get_buffer_type(ggml_backend_dev_t dev) {
+    (void) dev;
+    return ggml_backend_cpu_buffer_type();
+}
+
+ggml_backend_buffer_t cpu_dev_buffer_from_host_ptr(ggml_backend_dev_t dev, void * ptr, size_t size,
+                                                   size_t max_tensor_size) {
+    (void) dev;
+    (void) max_tensor_size;
+    return ggml_backend_cpu_buffer_from_ptr(ptr, size);
+}
+
+bool cpu_dev_supports_op(ggml_backend_dev_t dev, const ggml_tensor * op) {
+    (void) dev;
+    return ggml_cpu_op_supported(op);
+}
+
+bool cpu_dev_supports_buft(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft) {
+    (void) dev;
+    return ggml_backend_buft_is_host(buft);
+}
+
+const ggml_backend_device_i cpu_device_iface = {
+    /* .get_name             = */ cpu_dev_get_name,
+    /* .get_description      = */ cpu_dev_get_description,
+    /* .get_memory           = */ cpu_dev_get_memory,
+    /* .get_type             = */ cpu_dev_get_type,
+    /* .get_props            = */ cpu_dev_get_props,
+    /* .init_backend         = */ cpu_dev_init_backend,
+    /* .get_buffer_type      = */ cpu_dev_get_buffer_type,
+    /* .get_host_buffer_type = */ nullptr,
+    /* .buffer_from_host_ptr = */ cpu_dev_buffer_from_host_ptr,
+    /* .supports_op          = */ cpu_dev_supports_op,
+    /* .supports_buft        = */ cpu_dev_supports_buft,
+    /* .offload_op           = */ nullptr,
+    /* .event_new            = */ nullptr,
+    /* .event_free           = */ nullptr,
+    /* .event_synchronize    = */ nullptr,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Registry entry
+
+const char * cpu_reg_get_name(ggml_backend_reg_t reg) {
+    (void) reg;
+    return "CPU";
+}
+
+size_t cpu_reg_get_device_count(ggml_backend_reg_t reg) {
+    (void) reg;
+    return 1;
+}
+
+ggml_backend_dev_t cpu_reg_get_device(ggml_backend_reg_t reg, size_t index);
+
+ggml_backend_feature * cpu_get_features(ggml_backend_reg_t reg) {
+    (void) reg;
+    static std::vector<ggml_backend_feature> features = [] {
+        std::vector<ggml_backend_feature> f;
+        const ggml_cpu_features & cf = ggml_cpu_get_features();
+        if (cf.fma) f.push_back({"FMA", "1"});
+        if (cf.f16c) f.push_back({"F16C", "1"});
+        if (ggml_cpu_has_avx2()) f.push_back({"AVX2", "1"});
+        if (ggml_cpu_has_avx512()) f.push_back({"AVX512", "1"});
+        if (ggml_cpu_has_avx512_vnni()) f.push_back({"AVX512_VNNI", "1"});
+        if (ggml_cpu_has_avx512_bf16()) f.push_back({"AVX512_BF16", "1"});
+        if (ggml_cpu_has_amx_int8()) f.push_back({"AMX_INT8", "1"});
+        if (ggml_cpu_has_amx_bf16()) f.push_back({"AMX_BF16", "1"});
+        f.push_back({nullptr, nullptr});
+        return f;
+    }();
+    return features.data();
+}
+
+void * cpu_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
+    (void) reg;
+    if (!name) return nullptr;
+    struct entry {
+        const char * name;
+        void *       fn;
+    };
+    static const entry table[] = {
+        {"ggml_backend_set_n_threads", (void *) ggml_backend_cpu_set_n_threads},
+        {"ggml_backend_set_abort_callback", (void *) ggml_backend_cpu_set_abort_callback},
+        {"ggml_backend_cpu_set_use_ref", (void *) ggml_backend_cpu_set_use_ref},
+        {"ggml_threadpool_new", (void *) ggml_threadpool_new},
+        {"ggml_threadpool_free", (void *) ggml_threadpool_free},
+        {"ggml_backend_cpu_set_threadpool", (void *) ggml_backend_cpu_set_threadpool},
+        {"ggml_backend_get_features", (void *) cpu_get_features},
+    };
+    for (const entry & e : table) {
+        if (strcmp(e.name, name) == 0) return e.fn;
+    }
+    return nullptr;
+}
+
+const ggml_backend_reg_i cpu_reg_iface = {
+    /* .get_name         = */ cpu_reg_get_name,
+    /* .get_device_count = */ cpu_reg_get_device_count,
+    /* .get_device       = */ cpu_reg_get_device,
+    /* .get_proc_address = */ cpu_reg_get_proc_address,
+};
+
+ggml_backend_reg cpu_reg = {
+    /* .api_version = */ GGML_BACKEND_API_VERSION,
+    /* .iface       = */ cpu_reg_iface,
+    /* .context     = */ nullptr,
+};
+
+ggml_backend_device cpu_device = {
+    /* .iface   = */ cpu_device_iface,
+    /* .reg     = */ &cpu_reg,
+    /* .context = */ nullptr,
+};
+
+ggml_backend_dev_t cpu_reg_get_device(ggml_backend_reg_t reg, size_t index) {
+    (void) reg;
+    GGML_ASSERT(index == 0 && "the CPU registry has one device");
+    return &cpu_device;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host tensor element access
+
+void * element_ptr(const ggml_tensor * t, int i) {
+    GGML_ASSERT(t != nullptr);
+    GGML_ASSERT(t->data != nullptr && "tensor has no data");
+    const ggml_backend_buffer * buf = t->buffer ? t->buffer : (t->view_src ? t->view_src->buffer : nullptr);
+    GGML_ASSERT((buf == nullptr || ggml_backend_buffer_is_host(const_cast<ggml_backend_buffer *>(buf))) &&
+                "tensor is not in host memory");
+    GGML_ASSERT(i >= 0 && i < ggml_nelements(t) && "element index out of range");
+    int64_t i0, i1, i2, i3;
+    ggml_unravel_index(t, i, &i0, &i1, &i2, &i3);
+    return (char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+} // namespace
+
+extern "C" {
+
+// ---------------------------------------------------------------------------------------------
+// Backend API
+
+ggml_backend_t ggml_backend_cpu_init(void) {
+    cpu_backend_context * ctx = new (std::nothrow) cpu_backend_context();
+    if (!ctx) return nullptr;
+    ctx->n_threads = default_n_threads();
+
+    ggml_backend * backend = new (std::nothrow) ggml_backend();
+    if (!backend) {
+        delete ctx;
+        return nullptr;
+    }
+    backend->guid    = &cpu_backend_guid;
+    backend->iface   = cpu_backend_iface;
+    backend->device  = &cpu_device;
+    backend->context = ctx;
+    return backend;
+}
+
+bool ggml_backend_is_cpu(ggml_backend_t backend) {
+    return backend != nullptr && backend->guid != nullptr &&
+           memcmp(backend->guid->bytes, cpu_backend_guid.bytes, sizeof(cpu_backend_guid.bytes)) == 0;
+}
+
+void ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads) {
+    cpu_backend_context * ctx = cpu_ctx(backend_cpu);
+    GGML_ASSERT(n_threads >= 1 && n_threads <= GGML_MAX_N_THREADS && "n_threads out of range");
+    if (ctx->n_threads == n_threads) return;
+    ctx->n_threads = n_threads;
+    // drop the old pool now so its idle threads go away; the next compute makes a new one
+    ggml_threadpool_free(ctx->own_pool);
+    ctx->own_pool = nullptr;
+}
+
+int ggml_backend_cpu_get_n_threads(ggml_backend_t backend_cpu) { return cpu_ctx(backend_cpu)->n_threads; }
+
+void ggml_backend_cpu_set_threadpool(ggml_backend_t backend_cpu, ggml_threadpool_t threadpool) {
+    cpu_backend_context * ctx = cpu_ctx(backend_cpu);
+    if (ctx->external_pool && ctx->external_pool != threadpool) {
+        // as upstream: the replaced pool stops polling so it does not compete for CPUs
+        ggml_threadpool_pause(ctx->external_pool);
+    }
+    ctx->external_pool = threadpool;
+    if (threadpool) {
+        ggml_threadpool_free(ctx->own_pool);
+        ctx->own_pool = nullptr;
+    }
+}
+
+void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_callback abort_callback,
+                                         void * abort_callback_data) {
+    cpu_backend_context * ctx = cpu_ctx(backend_cpu);
+    ctx->abort_callback       = abort_callback;
+    ctx->abort_callback_data  = abort_callback_data;
+}
+
+void ggml_backend_cpu_set_use_ref(ggml_backend_t backend_cpu, bool use_ref) { cpu_ctx(backend_cpu)->use_ref = use_ref; }
+
+ggml_backend_reg_t ggml_backend_cpu_reg(void) { return &cpu_reg; }
+
+// ---------------------------------------------------------------------------------------------
+// Scalar helpers
+
+struct ggml_tensor * ggml_new_i32(struct ggml_context * ctx, int32_t value) {
+    // the value is written right away, so the tensor needs memory even in a no_alloc context
+    const bool no_alloc = ggml_get_no_alloc(ctx);
+    ggml_set_no_alloc(ctx, false);
+    ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);
+    ggml_set_no_alloc(ctx, no_alloc);
+    ggml_set_i32_1d(t, 0, value);
+    return t;
+}
+
+struct ggml_tensor * ggml_new_f32(struct ggml_context * ctx, float value) {
+    const bool no_alloc = ggml_get_no_alloc(ctx);
+    ggml_set_no_alloc(ctx, false);
+    ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+    ggml_set_no_alloc(ctx, no_alloc);
+    ggml_set_f32_1d(t, 0, value);
+    return t;
+}
+
+float ggml_get_f32_1d(const struct ggml_tensor * tensor, int i) {
+    return ggml_load_f32(tensor->type, element_ptr(tensor, i));
+}
+
+void ggml_set_f32_1d(const struct ggml_tensor * tensor, int i, float value) {
+    ggml_store_f32(tensor->type, element_ptr(tensor, i), value);
+}
+
+int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i) {
+    const void * p = element_ptr(tensor, i);
+    switch (tensor->type) {
+        case GGML_TYPE_I8: return *(const int8_t *) p;
+        case GGML_TYPE_I16: return *(const int16_t *) p;
+        case GGML_TYPE_I32: return *(const int32_t *) p;
+        default: return (int32_t) ggml_load_f32(tensor->type, p);
+    }
+}
+
+void ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value) {
+    void * p = element_ptr(tensor, i);
+    switch (tensor->type) {
+        case GGML_TYPE_I8: *(int8_t *) p = (int8_t) value; break;
+        case GGML_TYPE_I16: *(int16_t *) p = (int16_t) value; break;
+        case GGML_TYPE_I32: *(int32_t *) p = value; break;
+        default: ggml_store_f32(tensor->type, p, (float) value); break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row converters (portable for now; the fast-kernel work may route these to SIMD)
+
+void ggml_cpu_fp32_to_fp16(const float * x, ggml_fp16_t * y, int64_t n) { ggml_fp32_to_fp16_row(x, y, n); }
+void ggml_cpu_fp16_to_fp32(const ggml_fp16_t * x, float * y, int64_t n) { ggml_fp16_to_fp32_row(x, y, n); }
+void ggml_cpu_fp32_to_bf16(const float * x, ggml_bf16_t * y, int64_t n) { ggml_fp32_to_bf16_row(x, y, n); }
+void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n) { ggml_bf16_to_fp32_row(x, y, n); }
+
+} // extern "C"
+
+// ---------------------------------------------------------------------------------------------
+// Kernel-side hooks (cpu-ops.h)
+
+void ggml_cpu_barrier(const struct ggml_compute_params * params) { ggml_threadpool_barrier(params->threadpool); }
+
+bool ggml_cpu_should_abort(const struct ggml_compute_params * params) {
+    ggml_cpu_compute_state * state = params->state;
+    if (!state) return false;
+    if (params->ith == 0 && state->abort_callback && !state->aborted.load(std::memory_order_relaxed)) {
+        // kernels call this per chunk, which can be far more often than a user callback expects;
+        // polling about once a millisecond keeps the abort latency low at negligible cost
+        using clock = std::chrono::steady_clock;
+        thread_local clock::time_point last_poll;
+        const clock::time_point now = clock::now();
+        if (now - last_poll >= std::chrono::milliseconds(1)) {
+            last_poll = now;
+            if (state->abort_callback(state->abort_callback_data)) {
+                state->aborted.store(true, std::memory_order_relaxed);
+            }
+        }
+    }
+    return state->aborted.load(std::memory_order_relaxed);
+}

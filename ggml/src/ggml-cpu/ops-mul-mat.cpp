@@ -1,0 +1,314 @@
+// ops-mul-mat.cpp — portable MUL_MAT kernel: out[n, m] = sum_k a[k, n] * b[k, m] (facts 4.8).
+//
+// Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 and multiplied by F32
+// activations; everything accumulates in F32. Activations are never rounded to F16/BF16.
+//
+// Structure: the output of each matrix pair is cut into blocks of (weight rows) x (activation
+// rows); threads take contiguous runs of blocks. Inside a block, K is walked in chunks so that a
+// chunk of the block's weight rows (widened to F32 when needed) stays in L1 while every
+// activation row of the block is dotted with it through a small register tile.
+//
+// Work buffer layout: [src1 converted to contiguous F32, when needed][per-thread weight scratch].
+
+#include "cpu-ops.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace {
+
+constexpr int64_t MM_KC     = 256; // K chunk (elements)
+constexpr int64_t MM_NB_MAX = 16;  // weight rows per block (upper bound; the planner may shrink it)
+constexpr int64_t MM_MB_MAX = 64;  // activation rows per block
+constexpr int     MM_NR     = 4;   // register tile: weight rows
+constexpr int     MM_MR     = 2;   // register tile: activation rows
+constexpr int     MM_LANES  = 8;   // independent partial sums per dot product (lets the compiler vectorise
+                                   // without -ffast-math, which would be needed to reassociate one sum)
+constexpr size_t  MM_ALIGN  = 64;
+
+inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+inline char * align_ptr(void * p) {
+    return (char *) (((uintptr_t) p + MM_ALIGN - 1) & ~(uintptr_t) (MM_ALIGN - 1));
+}
+
+inline float bits_to_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+inline uint32_t f32_to_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+// Branch-free exact binary16 -> binary32 so that widening loops vectorise (the library function
+// is an out-of-line call per element).
+inline float fp16_to_f32_inline(uint16_t h) {
+    const uint32_t sign = (uint32_t) (h & 0x8000u) << 16;
+    const uint32_t e    = (h >> 10) & 0x1fu;
+    const uint32_t m    = h & 0x3ffu;
+    const uint32_t sub   = f32_to_bits((float) m * 0x1p-24f); // subnormal (or zero): exact
+    const uint32_t e31   = (uint32_t) (e == 31);                  // inf/nan: exponent 31 -> 255
+    const uint32_t norm  = ((e + 112u + 112u * e31) << 23) | (m << 13);
+    const uint32_t zmask = 0u - (uint32_t) (e == 0);
+    // mask arithmetic instead of ?: so that the loop has no control flow and vectorises
+    return bits_to_f32(sign | (sub & zmask) | (norm & ~zmask));
+}
+
+void widen_row(enum ggml_type type, const void * src, float * dst, int64_t n) {
+    switch (type) {
+        case GGML_TYPE_F32: memcpy(dst, src, (size_t) n * sizeof(float)); break;
+        case GGML_TYPE_F16: {
+            const uint16_t * s = (const uint16_t *) src;
+            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32_inline(s[i]);
+        } break;
+        case GGML_TYPE_BF16: {
+            const uint16_t * s = (const uint16_t *) src;
+            for (int64_t i = 0; i < n; ++i) dst[i] = bits_to_f32((uint32_t) s[i] << 16);
+        } break;
+        default: GGML_ABORT("mul_mat: unsupported type %d", (int) type);
+    }
+}
+
+// Strided gather for activation rows whose elements are not adjacent (nb0 != element size).
+void widen_row_strided(enum ggml_type type, const char * src, size_t stride, float * dst, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = ggml_load_f32(type, src + (size_t) i * stride);
+}
+
+// out[c * ldo + r] += a[r] . b[c] for r < NR, c < MR, over K elements.
+//
+// NR*MR independent sums over k: GCC vectorises each into a vector accumulator only when it may
+// reassociate the sum, which is allowed here (and only here) by the attribute. The summation order
+// becomes "lane-wise partial sums, then combine" — still F32, usually more accurate than serial.
+template <int NR, int MR>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("associative-math", "no-signed-zeros", "no-trapping-math")))
+#endif
+void dot_tile(const float * const * a, const float * const * b, int64_t K, float * out, int64_t ldo) {
+    float s[NR][MR] = {};
+    const float * ap[NR];
+    const float * bp[MR];
+    for (int r = 0; r < NR; ++r) ap[r] = a[r];
+    for (int c = 0; c < MR; ++c) bp[c] = b[c];
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#endif
+    for (int64_t k = 0; k < K; ++k) {
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 4
+            for (int c = 0; c < MR; ++c) s[r][c] += ap[r][k] * bp[c][k];
+        }
+    }
+    for (int r = 0; r < NR; ++r) {
+        for (int c = 0; c < MR; ++c) out[c * ldo + r] += s[r][c];
+    }
+}
+
+using dot_tile_fn = void (*)(const float * const *, const float * const *, int64_t, float *, int64_t);
+
+template <int NR, int MR> constexpr dot_tile_fn tile_fn() { return &dot_tile<NR, MR>; }
+
+// [NR-1][MR-1] -> instantiation, so odd edges use exact-size tiles instead of padding
+const dot_tile_fn k_tiles[MM_NR][MM_MR] = {
+    { tile_fn<1, 1>(), tile_fn<1, 2>() },
+    { tile_fn<2, 1>(), tile_fn<2, 2>() },
+    { tile_fn<3, 1>(), tile_fn<3, 2>() },
+    { tile_fn<4, 1>(), tile_fn<4, 2>() },
+};
+
+// out[c * ldo + r] += a[r] . b[c] for r < na, c < nb.
+void dot_block(const float * const * a, int64_t na, const float * const * b, int64_t nb, int64_t K, float * out,
+               int64_t ldo) {
+    for (int64_t c = 0; c < nb; c += MM_MR) {
+        const int mr = (int) std::min<int64_t>(MM_MR, nb - c);
+        for (int64_t r = 0; r < na; r += MM_NR) {
+            const int nr = (int) std::min<int64_t>(MM_NR, na - r);
+            k_tiles[nr - 1][mr - 1](a + r, b + c, K, out + c * ldo + r, ldo);
+        }
+    }
+}
+
+bool src1_needs_conversion(const struct ggml_tensor * src1) {
+    return src1->type != GGML_TYPE_F32 || src1->nb[0] != sizeof(float);
+}
+
+size_t src1_conv_bytes(const struct ggml_tensor * src1) {
+    if (!src1_needs_conversion(src1)) return 0;
+    return align_up((size_t) (src1->ne[0] * src1->ne[1] * src1->ne[2] * src1->ne[3]) * sizeof(float), MM_ALIGN);
+}
+
+size_t thread_scratch_bytes(const struct ggml_tensor * src0) {
+    if (src0->type == GGML_TYPE_F32) return 0;
+    return align_up((size_t) (MM_NB_MAX * MM_KC) * sizeof(float), MM_ALIGN);
+}
+
+struct block_plan {
+    int64_t nb, mb;             // block extents
+    int64_t n_blocks, m_blocks; // per matrix
+};
+
+// Shrink blocks until there are enough of them to keep every thread busy (M = 1 decode, or a
+// handful of weight rows with many activation rows).
+block_plan plan_blocks(int64_t N, int64_t M, int64_t n_mats, int nth) {
+    block_plan p{MM_NB_MAX, MM_MB_MAX, 0, 0};
+    for (;;) {
+        p.n_blocks = (N + p.nb - 1) / p.nb;
+        p.m_blocks = (M + p.mb - 1) / p.mb;
+        if (p.n_blocks * p.m_blocks * n_mats >= 2 * (int64_t) nth) break;
+        if (p.mb > 2 * MM_MR && M > p.mb / 2) {
+            p.mb /= 2;
+        } else if (p.nb > MM_NR && N > p.nb / 2) {
+            p.nb /= 2;
+        } else {
+            break;
+        }
+    }
+    return p;
+}
+
+} // namespace
+
+bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
+    const struct ggml_tensor * a = dst->src[0];
+    const struct ggml_tensor * b = dst->src[1];
+    if (!a || !b) return false;
+    auto float_type = [](enum ggml_type t) {
+        return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+    };
+    if (!float_type(a->type) || !float_type(b->type) || dst->type != GGML_TYPE_F32) return false;
+    // rows packed (which also rules out a transposed a); a row of <= 1 element has no layout to check
+    if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return false;
+    if (dst->nb[0] != sizeof(float)) return false;
+    if (a->ne[0] != b->ne[0]) return false;
+    if (a->ne[2] == 0 || a->ne[3] == 0) return ggml_nelements(dst) == 0;
+    return b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;
+}
+
+size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads) {
+    const struct ggml_tensor * a = dst->src[0];
+    const struct ggml_tensor * b = dst->src[1];
+    return MM_ALIGN + src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
+}
+
+void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * a = dst->src[0];
+    const struct ggml_tensor * b = dst->src[1];
+
+    const int ith = params->ith;
+    const int nth = params->nth;
+
+    const int64_t K  = a->ne[0];
+    const int64_t N  = a->ne[1];
+    const int64_t A2 = a->ne[2];
+    const int64_t A3 = a->ne[3];
+    const int64_t M  = b->ne[1];
+    const int64_t B2 = b->ne[2];
+    const int64_t B3 = b->ne[3];
+
+    GGML_ASSERT(b->ne[0] == K && "mul_mat: a and b must have the same number of columns");
+    GGML_ASSERT(dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
+    GGML_ASSERT(dst->ne[0] == N && dst->ne[1] == M && dst->ne[2] == B2 && dst->ne[3] == B3);
+    GGML_ASSERT((K <= 1 || a->nb[0] == ggml_type_size(a->type)) && "mul_mat: weight rows must be packed");
+
+    if (N == 0 || M == 0 || B2 == 0 || B3 == 0) return;
+    GGML_ASSERT(A2 > 0 && A3 > 0 && B2 % A2 == 0 && B3 % A3 == 0);
+    const int64_t r2 = B2 / A2;
+    const int64_t r3 = B3 / A3;
+
+    const size_t need = ggml_cpu_mul_mat_work_size(dst, nth);
+    GGML_ASSERT(params->wsize >= need || need == MM_ALIGN);
+    char * wbase = params->wdata ? align_ptr(params->wdata) : nullptr;
+
+    // Phase 1: activations whose rows are not packed F32 are converted once, shared by all threads.
+    const bool    conv   = src1_needs_conversion(b);
+    const float * b_conv = nullptr;
+    if (conv) {
+        GGML_ASSERT(wbase != nullptr);
+        float * out = (float *) wbase;
+        const int64_t nrows = M * B2 * B3;
+        int64_t r0, r1;
+        ggml_cpu_split_range(nrows, ith, nth, &r0, &r1);
+        const size_t esz = ggml_type_size(b->type);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i1 = r % M;
+            const int64_t i2 = (r / M) % B2;
+            const int64_t i3 = r / (M * B2);
+            const char * src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+            if (b->nb[0] == esz) {
+                widen_row(b->type, src, out + r * K, K);
+            } else {
+                widen_row_strided(b->type, src, b->nb[0], out + r * K, K);
+            }
+        }
+        // every thread must reach the barrier, so no early abort return before it
+        ggml_cpu_barrier(params);
+        b_conv = out;
+    }
+
+    float * wscratch = nullptr;
+    if (a->type != GGML_TYPE_F32) {
+        GGML_ASSERT(wbase != nullptr);
+        wscratch = (float *) (wbase + src1_conv_bytes(b) + (size_t) ith * thread_scratch_bytes(a));
+    }
+
+    // Phase 2: blocks of the output.
+    const block_plan p       = plan_blocks(N, M, B2 * B3, nth);
+    const int64_t    n_units = p.n_blocks * p.m_blocks * B2 * B3;
+    int64_t          u0, u1;
+    ggml_cpu_split_range(n_units, ith, nth, &u0, &u1);
+
+    float         acc[MM_NB_MAX * MM_MB_MAX];
+    const float * arow[MM_NB_MAX];
+    const float * brow[MM_MB_MAX];
+
+    for (int64_t u = u0; u < u1; ++u) {
+        if (ggml_cpu_should_abort(params)) return;
+
+        // units: matrix outermost, then weight block, activation block innermost
+        const int64_t mbi = u % p.m_blocks;
+        const int64_t nbi = (u / p.m_blocks) % p.n_blocks;
+        const int64_t mat = u / (p.m_blocks * p.n_blocks);
+        const int64_t i2  = mat % B2;
+        const int64_t i3  = mat / B2;
+
+        const int64_t n0 = nbi * p.nb, nn = std::min(p.nb, N - n0);
+        const int64_t m0 = mbi * p.mb, mm = std::min(p.mb, M - m0);
+
+        const char * a_mat = (const char *) a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+
+        std::fill(acc, acc + nn * mm, 0.0f);
+
+        for (int64_t k0 = 0; k0 < K; k0 += MM_KC) {
+            const int64_t kc = std::min(MM_KC, K - k0);
+
+            for (int64_t n = 0; n < nn; ++n) {
+                const char * src = a_mat + (n0 + n) * a->nb[1];
+                if (a->type == GGML_TYPE_F32) {
+                    arow[n] = (const float *) src + k0;
+                } else {
+                    float * w = wscratch + n * MM_KC;
+                    widen_row(a->type, src + k0 * a->nb[0], w, kc);
+                    arow[n] = w;
+                }
+            }
+            for (int64_t m = 0; m < mm; ++m) {
+                if (conv) {
+                    brow[m] = b_conv + ((i3 * B2 + i2) * M + m0 + m) * K + k0;
+                } else {
+                    brow[m] = (const float *) ((const char *) b->data + (m0 + m) * b->nb[1] + i2 * b->nb[2] +
+                                               i3 * b->nb[3]) +
+                              k0;
+                }
+            }
+            dot_block(arow, nn, brow, mm, kc, acc, nn);
+        }
+
+        for (int64_t m = 0; m < mm; ++m) {
+            float * out = (float *) ((char *) dst->data + (m0 + m) * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+            memcpy(out + n0, acc + m * nn, (size_t) nn * sizeof(float));
+        }
+    }
+}

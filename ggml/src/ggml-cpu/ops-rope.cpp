@@ -1,0 +1,180 @@
+// ops-rope.cpp — ROPE kernel (facts 4.11): NORMAL and NEOX rotary embeddings with optional
+// frequency factors, YaRN extrapolation mix and partial rotation (n_dims < head_dim).
+//
+// Angles are computed in double (position * inverse frequency loses several digits in float at
+// long contexts); the per-position cos/sin cache is rebuilt only when a thread's row run moves to
+// another position, so it is shared by all heads of a token.
+//
+// Rotation reads both elements of a pair before writing either, so dst may alias src exactly
+// (ROPE is run in place by the allocator).
+
+#include "cpu-ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace {
+
+struct rope_cache {
+    std::vector<float> cos_t; // already multiplied by mscale
+    std::vector<float> sin_t;
+};
+
+struct rope_params {
+    int   n_dims;
+    int   n_offs;
+    bool  neox;
+    float freq_scale;
+    float ext_factor;
+    float attn_factor;
+    float corr_low;
+    float corr_high;
+    const float * freq_factors; // nullptr: all 1
+};
+
+void build_cache(const rope_params & rp, const std::vector<double> & inv_freq, double pos, rope_cache & c) {
+    const int half = rp.n_dims / 2;
+    double mscale = rp.attn_factor;
+    if (rp.ext_factor != 0.0f) {
+        mscale *= 1.0 + 0.1 * std::log(1.0 / (double) rp.freq_scale);
+    }
+    for (int i = 0; i < half; ++i) {
+        const double ff           = rp.freq_factors ? (double) rp.freq_factors[i] : 1.0;
+        const double theta_extrap = pos * inv_freq[i] / ff;
+        const double theta_interp = (double) rp.freq_scale * theta_extrap;
+        double       theta        = theta_interp;
+        if (rp.ext_factor != 0.0f) {
+            const double y    = ((double) i - rp.corr_low) / std::max(0.001, (double) rp.corr_high - rp.corr_low);
+            const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
+            const double mix  = ramp * rp.ext_factor;
+            theta             = theta_interp * (1.0 - mix) + theta_extrap * mix;
+        }
+        c.cos_t[i] = (float) (std::cos(theta) * mscale);
+        c.sin_t[i] = (float) (std::sin(theta) * mscale);
+    }
+}
+
+inline float load(const float * p) { return *p; }
+inline float load(const ggml_fp16_t * p) { return ggml_fp16_to_fp32(*p); }
+inline void  store(float * p, float v) { *p = v; }
+inline void  store(ggml_fp16_t * p, float v) { *p = ggml_fp32_to_fp16(v); }
+
+template <typename T>
+void rotate_row(const rope_params & rp, const rope_cache & c, const T * x, T * y, int64_t ne0) {
+    const int half = rp.n_dims / 2;
+    const T * xr   = x + rp.n_offs;
+    T *       yr   = y + rp.n_offs;
+    // NORMAL pairs (2i, 2i+1); NEOX pairs (i, i + n_dims/2)
+    const int stride = rp.neox ? 1 : 2;
+    const int second = rp.neox ? half : 1;
+    for (int i = 0; i < half; ++i) {
+        const float x0 = load(xr + i * stride);
+        const float x1 = load(xr + i * stride + second);
+        store(yr + i * stride, x0 * c.cos_t[i] - x1 * c.sin_t[i]);
+        store(yr + i * stride + second, x0 * c.sin_t[i] + x1 * c.cos_t[i]);
+    }
+    if (x != y) {
+        // elements outside the rotated window pass through unchanged (not scaled by mscale)
+        for (int64_t i = 0; i < rp.n_offs; ++i) y[i] = x[i];
+        for (int64_t i = rp.n_offs + rp.n_dims; i < ne0; ++i) y[i] = x[i];
+    }
+}
+
+} // namespace
+
+void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src0 = dst->src[0];
+    const struct ggml_tensor * pos  = dst->src[1];
+    const struct ggml_tensor * ffac = dst->src[2];
+
+    const int n_dims     = ggml_get_op_params_i32(dst, 1);
+    const int mode       = ggml_get_op_params_i32(dst, 2);
+    const int n_ctx_orig = ggml_get_op_params_i32(dst, 4);
+    const int n_offs     = ggml_get_op_params_i32(dst, 15);
+
+    const float freq_base   = ggml_get_op_params_f32(dst, 5);
+    const float freq_scale  = ggml_get_op_params_f32(dst, 6);
+    const float ext_factor  = ggml_get_op_params_f32(dst, 7);
+    const float attn_factor = ggml_get_op_params_f32(dst, 8);
+    const float beta_fast   = ggml_get_op_params_f32(dst, 9);
+    const float beta_slow   = ggml_get_op_params_f32(dst, 10);
+
+    if ((mode & ~GGML_ROPE_TYPE_NEOX) != 0) {
+        GGML_ABORT("rope: mode %d not supported (only NORMAL and NEOX; multi-section modes are not implemented)",
+                   mode);
+    }
+
+    const int64_t ne0 = src0->ne[0];
+    const int64_t ne1 = src0->ne[1];
+    const int64_t ne2 = src0->ne[2];
+    const int64_t ne3 = src0->ne[3];
+
+    GGML_ASSERT((src0->type == GGML_TYPE_F32 || src0->type == GGML_TYPE_F16) && "rope: src must be F32 or F16");
+    GGML_ASSERT(dst->type == src0->type);
+    GGML_ASSERT(dst->ne[0] == ne0 && dst->ne[1] == ne1 && dst->ne[2] == ne2 && dst->ne[3] == ne3);
+    const size_t esz = ggml_type_size(src0->type);
+    GGML_ASSERT((ne0 <= 1 || (src0->nb[0] == esz && dst->nb[0] == esz)) && "rope: rows must be packed");
+    GGML_ASSERT(n_dims >= 0 && n_dims % 2 == 0 && "rope: n_dims must be even");
+    GGML_ASSERT(n_offs >= 0 && n_offs + n_dims <= ne0 && "rope: rotated window exceeds the row");
+    GGML_ASSERT(pos && pos->type == GGML_TYPE_I32 && pos->ne[0] >= ne2 && "rope: positions must be I32 [ne2]");
+    if (ffac) {
+        GGML_ASSERT(ffac->type == GGML_TYPE_F32 && ffac->ne[0] >= n_dims / 2 && "rope: freq factors F32 [n_dims/2]");
+    }
+
+    const int64_t nrows = ne1 * ne2 * ne3;
+    if (nrows == 0 || ne0 == 0) return;
+
+    rope_params rp;
+    rp.n_dims       = n_dims;
+    rp.n_offs       = n_offs;
+    rp.neox         = (mode & GGML_ROPE_TYPE_NEOX) != 0;
+    rp.freq_scale   = freq_scale;
+    rp.ext_factor   = ext_factor;
+    rp.attn_factor  = attn_factor;
+    rp.freq_factors = ffac ? (const float *) ffac->data : nullptr;
+    rp.corr_low     = 0.0f;
+    rp.corr_high    = 0.0f;
+    if (ext_factor != 0.0f && n_dims > 0) {
+        float corr[2];
+        ggml_rope_yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow, corr);
+        rp.corr_low  = corr[0];
+        rp.corr_high = corr[1];
+    }
+
+    int64_t r0, r1;
+    ggml_cpu_split_range(nrows, params->ith, params->nth, &r0, &r1);
+    if (r0 >= r1) return;
+
+    const int          half = n_dims / 2;
+    std::vector<double> inv_freq(half);
+    for (int i = 0; i < half; ++i) inv_freq[i] = std::pow((double) freq_base, -2.0 * i / (double) n_dims);
+
+    rope_cache cache;
+    cache.cos_t.resize(half);
+    cache.sin_t.resize(half);
+    int64_t cached_i2 = -1;
+
+    const int32_t * positions = (const int32_t *) pos->data;
+
+    for (int64_t r = r0; r < r1; ++r) {
+        if (((r - r0) & 255) == 0 && ggml_cpu_should_abort(params)) return;
+
+        const int64_t i1 = r % ne1;
+        const int64_t i2 = (r / ne1) % ne2;
+        const int64_t i3 = r / (ne1 * ne2);
+
+        if (i2 != cached_i2) {
+            build_cache(rp, inv_freq, (double) positions[i2], cache);
+            cached_i2 = i2;
+        }
+
+        const char * x = (const char *) src0->data + i1 * src0->nb[1] + i2 * src0->nb[2] + i3 * src0->nb[3];
+        char *       y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        if (src0->type == GGML_TYPE_F32) {
+            rotate_row(rp, cache, (const float *) x, (float *) y, ne0);
+        } else {
+            rotate_row(rp, cache, (const ggml_fp16_t *) x, (ggml_fp16_t *) y, ne0);
+        }
+    }
+}

@@ -1,0 +1,33 @@
+#pragma once
+
+// Internal to test-backend-ops: the case table is split by op family across files.
+
+#include "backend-ops-harness.h"
+
+#include <set>
+
+namespace bops {
+
+struct case_list {
+    std::vector<op_case>  v;
+    std::set<std::string> names;
+
+    void add(const std::string & desc, std::function<void(builder &)> build, refs_fn ref, tolerance tol,
+             bool optional = false);
+};
+
+std::string sh(ne4 ne); // "7x3x1x1"
+const char * tn(ggml_type t);
+
+// output-type rounding on top of a base bound (F16: 2^-11 relative, BF16: 2^-8)
+tolerance for_type(ggml_type out, tolerance base);
+
+void add_elementwise_cases(case_list & cl); // binary, sqr/sqrt, scale, unary, glu
+void add_norm_cases(case_list & cl);        // norm, rms_norm, soft_max
+void add_matmul_cases(case_list & cl);
+void add_copy_cases(case_list & cl);        // cpy, cast, cont, dup, reshape/view/permute, get_rows
+void add_rope_cases(case_list & cl);
+void add_attention_cases(case_list & cl);
+void add_layout_cases(case_list & cl);      // concat, pad, repeat, arange, timestep, custom, view chains
+
+} // namespace bops
