@@ -193,6 +193,55 @@ GGML_API ggml_backend_t ggml_backend_init_by_type(enum ggml_backend_dev_type typ
 GGML_API ggml_backend_t ggml_backend_init_best(void);
 
 // ---------------------------------------------------------------------------------------------
+// Scheduler: runs one graph over several backends (../shared/reference/ggml-api-facts.md section
+// 7), with extension kernels and fusion (ggml-ext.h). Backends are in priority order (lower
+// index first); the last one must be the CPU.
+
+typedef struct ggml_backend_sched * ggml_backend_sched_t;
+
+// Evaluation callback: asked (ask=true) whether the caller wants to observe node t; when it
+// answered true, called again (ask=false) once t is computed and readable. Returning false from
+// the observe call stops the remaining nodes of the current split (upstream behaviour).
+typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor * t, bool ask, void * user_data);
+
+GGML_API ggml_backend_sched_t ggml_backend_sched_new(ggml_backend_t * backends, ggml_backend_buffer_type_t * bufts,
+                                                     int n_backends, size_t graph_size, bool parallel,
+                                                     bool op_offload);
+GGML_API void                 ggml_backend_sched_free(ggml_backend_sched_t sched);
+
+// Measure a worst-case graph and allocate compute buffers (incl. extension workspace) for it.
+GGML_API bool ggml_backend_sched_reserve(ggml_backend_sched_t sched, struct ggml_cgraph * measure_graph);
+GGML_API void ggml_backend_sched_reserve_size(ggml_backend_sched_t sched, struct ggml_cgraph * measure_graph,
+                                              size_t * sizes);
+
+GGML_API int            ggml_backend_sched_get_n_backends(ggml_backend_sched_t sched);
+GGML_API ggml_backend_t ggml_backend_sched_get_backend(ggml_backend_sched_t sched, int i);
+GGML_API int            ggml_backend_sched_get_n_splits(ggml_backend_sched_t sched);
+GGML_API int            ggml_backend_sched_get_n_copies(ggml_backend_sched_t sched);
+GGML_API ggml_backend_buffer_type_t ggml_backend_sched_get_buffer_type(ggml_backend_sched_t sched,
+                                                                       ggml_backend_t backend);
+// compute buffer bytes of backend, including its extension workspace
+GGML_API size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t sched, ggml_backend_t backend);
+
+GGML_API void           ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node,
+                                                              ggml_backend_t backend);
+GGML_API ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node);
+
+// assignment and splitting only
+GGML_API void ggml_backend_sched_split_graph(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
+// assign, split, plan extensions, allocate
+GGML_API bool ggml_backend_sched_alloc_graph(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
+GGML_API enum ggml_status ggml_backend_sched_graph_compute(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
+GGML_API enum ggml_status ggml_backend_sched_graph_compute_async(ggml_backend_sched_t sched,
+                                                                 struct ggml_cgraph * graph);
+GGML_API void ggml_backend_sched_synchronize(ggml_backend_sched_t sched);
+// forget assignments and allocation; required before allocating a different graph
+GGML_API void ggml_backend_sched_reset(ggml_backend_sched_t sched);
+
+GGML_API void ggml_backend_sched_set_eval_callback(ggml_backend_sched_t sched, ggml_backend_sched_eval_callback callback,
+                                                   void * user_data);
+
+// ---------------------------------------------------------------------------------------------
 // Utils
 
 // Allocate every tensor of a no_alloc context that has no data (views are initialised after).

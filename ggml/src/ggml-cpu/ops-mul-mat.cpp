@@ -190,7 +190,8 @@ bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads) {
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
-    return MM_ALIGN + src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
+    const size_t bytes = src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
+    return bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
 }
 
 void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
@@ -219,7 +220,7 @@ void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_
     const int64_t r3 = B3 / A3;
 
     const size_t need = ggml_cpu_mul_mat_work_size(dst, nth);
-    GGML_ASSERT(params->wsize >= need || need == MM_ALIGN);
+    GGML_ASSERT(params->wsize >= need && "mul_mat: work buffer too small");
     char * wbase = params->wdata ? align_ptr(params->wdata) : nullptr;
 
     // Phase 1: activations whose rows are not packed F32 are converted once, shared by all threads.
