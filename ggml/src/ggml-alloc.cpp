@@ -8,12 +8,15 @@
 // of identical shape can be allocated repeatedly without re-planning.
 
 #include "ggml-alloc.h"
+#include "ggml-alloc-impl.h"
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 // =============================================================================================
@@ -290,6 +293,12 @@ struct ggml_gallocr {
 
     bool plan_failed = false;
 
+    // Extra consumer -> tensor edges (ggml_gallocr_set_extra_uses). The plan replayed by
+    // alloc_graph is only valid for the same edges, which are identified by graph position
+    // (tensor pointers change whenever the caller rebuilds an identical graph).
+    std::vector<std::pair<struct ggml_tensor *, struct ggml_tensor *>> extra_uses; // (consumer, tensor)
+    std::vector<int64_t>                                               extra_sig;  // of the reserved plan
+
     ~ggml_gallocr() {
         if (hash_set.keys != nullptr || hash_set.used != nullptr) {
             ggml_hash_set_free(&hash_set);
@@ -314,6 +323,8 @@ struct ggml_gallocr {
     void free_tensor(struct ggml_tensor * t);
     void free_extra_space(struct ggml_tensor * node, struct ggml_tensor * parent);
     void plan_graph(struct ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids);
+    void release_parent(struct ggml_tensor * parent);
+    std::vector<int64_t> extra_signature(const struct ggml_cgraph * graph) const;
     tensor_placement placement_of(struct ggml_tensor * t);
     bool needs_replan(struct ggml_cgraph * graph);
     bool placement_valid(struct ggml_tensor * t, const tensor_placement & p) const;
@@ -385,6 +396,7 @@ void ggml_gallocr::ensure_hash_capacity(const struct ggml_cgraph * graph) {
     for (int i = 0; i < graph->n_leafs; i++) {
         bound += graph->leafs[i]->view_src ? 1 : 0;
     }
+    bound += 2 * extra_uses.size();
     bound += bound / 4 + 1;
 
     if (hash_set.size < bound) {
@@ -476,7 +488,40 @@ static int buffer_id_at(const int * ids, int i) {
     return ids ? ids[i] : 0;
 }
 
+// Called once per consumer edge after the consumer is placed: frees the parent when this was its
+// last use (a view's last use releases one view of its base instead).
+void ggml_gallocr::release_parent(struct ggml_tensor * parent) {
+    tensor_record & prec = record(parent);
+    prec.n_children -= 1;
+    if (prec.n_children != 0 || prec.n_views != 0) {
+        return;
+    }
+    if (ggml_is_view(parent)) {
+        struct ggml_tensor * base = parent->view_src;
+        tensor_record &      brec = record(base);
+        brec.n_views -= 1;
+        if (brec.n_views == 0 && brec.n_children == 0 && brec.allocated) {
+            free_tensor(base);
+        }
+    } else if (prec.allocated) {
+        free_tensor(parent);
+    }
+}
+
 void ggml_gallocr::plan_graph(struct ggml_cgraph * graph, const int * node_buffer_ids, const int * leaf_buffer_ids) {
+    // extra edges grouped by consumer; empty in the common case
+    std::unordered_map<const struct ggml_tensor *, std::vector<struct ggml_tensor *>> extra_of;
+    for (const auto & e : extra_uses) {
+        extra_of[e.first].push_back(e.second);
+    }
+    auto extras = [&](const struct ggml_tensor * node) -> const std::vector<struct ggml_tensor *> * {
+        if (extra_of.empty()) {
+            return nullptr;
+        }
+        auto it = extra_of.find(node);
+        return it == extra_of.end() ? nullptr : &it->second;
+    };
+
     // 1. leafs first: they are live from the start of the graph
     for (int i = 0; i < graph->n_leafs; i++) {
         plan_tensor(graph->leafs[i], buffer_id_at(leaf_buffer_ids, i));
@@ -505,42 +550,69 @@ void ggml_gallocr::plan_graph(struct ggml_cgraph * graph, const int * node_buffe
                 plan_tensor(src, buffer_id);
             }
         }
+        // an extra use is a remaining consumer like any other: it also blocks in-place reuse of
+        // the tensor by earlier nodes
+        if (const auto * ex = extras(node)) {
+            for (struct ggml_tensor * t : *ex) {
+                record(t).n_children += 1;
+            }
+        }
     }
 
     // 3. walk in execution order: place, then release whatever this node was the last user of
     for (int i = 0; i < graph->n_nodes; i++) {
         struct ggml_tensor * node = graph->nodes[i];
         const int buffer_id = buffer_id_at(node_buffer_ids, i);
+        const auto * ex = extras(node);
 
         for (int j = 0; j < GGML_MAX_SRC; j++) {
             if (node->src[j] != nullptr) {
                 plan_tensor(node->src[j], buffer_id);
             }
         }
+        if (ex) {
+            for (struct ggml_tensor * t : *ex) {
+                plan_tensor(t, buffer_id);
+            }
+        }
         plan_tensor(node, buffer_id);
 
         for (int j = 0; j < GGML_MAX_SRC; j++) {
-            struct ggml_tensor * parent = node->src[j];
-            if (parent == nullptr) {
-                continue;
+            if (node->src[j] != nullptr) {
+                release_parent(node->src[j]);
             }
-            tensor_record & prec = record(parent);
-            prec.n_children -= 1;
-            if (prec.n_children != 0 || prec.n_views != 0) {
-                continue;
-            }
-            if (ggml_is_view(parent)) {
-                struct ggml_tensor * base = parent->view_src;
-                tensor_record &      brec = record(base);
-                brec.n_views -= 1;
-                if (brec.n_views == 0 && brec.n_children == 0 && brec.allocated) {
-                    free_tensor(base);
-                }
-            } else if (prec.allocated) {
-                free_tensor(parent);
+        }
+        if (ex) {
+            for (struct ggml_tensor * t : *ex) {
+                release_parent(t);
             }
         }
     }
+}
+
+// Positions of the extra edges in graph: (consumer node index, tensor node index or -(leaf
+// index + 2), or -1 when the tensor is neither). Empty when there are no extra edges.
+std::vector<int64_t> ggml_gallocr::extra_signature(const struct ggml_cgraph * graph) const {
+    std::vector<int64_t> sig;
+    if (extra_uses.empty()) {
+        return sig;
+    }
+    std::unordered_map<const struct ggml_tensor *, int64_t> pos;
+    pos.reserve((size_t) graph->n_nodes + (size_t) graph->n_leafs);
+    for (int i = 0; i < graph->n_leafs; i++) {
+        pos.emplace(graph->leafs[i], -(int64_t) i - 2);
+    }
+    for (int i = 0; i < graph->n_nodes; i++) {
+        pos[graph->nodes[i]] = i;
+    }
+    sig.reserve(2 * extra_uses.size());
+    for (const auto & e : extra_uses) {
+        auto c = pos.find(e.first);
+        auto t = pos.find(e.second);
+        sig.push_back(c == pos.end() ? -1 : c->second);
+        sig.push_back(t == pos.end() ? -1 : t->second);
+    }
+    return sig;
 }
 
 tensor_placement ggml_gallocr::placement_of(struct ggml_tensor * t) {
@@ -601,7 +673,8 @@ static bool gallocr_reserve_impl(ggml_gallocr_t galloc, struct ggml_cgraph * gra
     for (int i = 0; i < graph->n_leafs; i++) {
         galloc->leaf_placements[i] = galloc->placement_of(graph->leafs[i]);
     }
-    galloc->reserved = false;
+    galloc->extra_sig = galloc->extra_signature(graph);
+    galloc->reserved  = false;
 
     // grow the backend buffers where the plan needs more than they have
     for (int i = 0; i < n_bufs; i++) {
@@ -675,6 +748,10 @@ bool ggml_gallocr::placement_valid(struct ggml_tensor * t, const tensor_placemen
 
 bool ggml_gallocr::needs_replan(struct ggml_cgraph * graph) {
     if (!reserved || n_nodes != graph->n_nodes || n_leafs != graph->n_leafs) {
+        return true;
+    }
+    // the recorded lifetimes assumed these extra edges
+    if ((!extra_uses.empty() || !extra_sig.empty()) && extra_signature(graph) != extra_sig) {
         return true;
     }
     for (int i = 0; i < graph->n_nodes; i++) {
@@ -772,4 +849,16 @@ size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id) {
         return 0;
     }
     return galloc->buffers[buffer_id]->size();
+}
+
+void ggml_gallocr_set_extra_uses(ggml_gallocr_t galloc, struct ggml_tensor * const * consumers,
+                                 struct ggml_tensor * const * tensors, int n_pairs) {
+    GGML_ASSERT(galloc != nullptr && n_pairs >= 0);
+    GGML_ASSERT(n_pairs == 0 || (consumers != nullptr && tensors != nullptr));
+    galloc->extra_uses.clear();
+    galloc->extra_uses.reserve((size_t) n_pairs);
+    for (int k = 0; k < n_pairs; k++) {
+        GGML_ASSERT(consumers[k] != nullptr && tensors[k] != nullptr);
+        galloc->extra_uses.emplace_back(consumers[k], tensors[k]);
+    }
 }

@@ -4,6 +4,7 @@
 
 #include "ggml-backend-impl.h"
 #include "ggml-alloc.h"
+#include "ggml-ext-impl.h"
 #include "ggml-impl.h"
 
 #include <cstdint>
@@ -449,7 +450,9 @@ enum ggml_status ggml_backend_graph_compute(ggml_backend_t backend, struct ggml_
 
 enum ggml_status ggml_backend_graph_compute_async(ggml_backend_t backend, struct ggml_cgraph * cgraph) {
     GGML_ASSERT(backend != nullptr && cgraph != nullptr);
-    return backend->iface.graph_compute(backend, cgraph);
+    // single-node extension kernels run here too (temporary plan, never fusion); a device
+    // without registrations goes straight to iface.graph_compute
+    return ggml_ext_compute_direct(backend, cgraph, 0, cgraph->n_nodes);
 }
 
 bool ggml_backend_supports_op(ggml_backend_t backend, const struct ggml_tensor * op) {
@@ -553,7 +556,8 @@ ggml_backend_buffer_t ggml_backend_dev_buffer_from_host_ptr(ggml_backend_dev_t d
 }
 
 bool ggml_backend_dev_supports_op(ggml_backend_dev_t device, const struct ggml_tensor * op) {
-    return device->iface.supports_op(device, op);
+    // native first: extension callbacks only run when the device itself cannot
+    return device->iface.supports_op(device, op) || ggml_ext_dev_supports_op(device, op);
 }
 
 bool ggml_backend_dev_supports_buft(ggml_backend_dev_t device, ggml_backend_buffer_type_t buft) {

@@ -10,6 +10,7 @@
 #include "../ggml-impl.h"
 
 #include <atomic>
+#include <cstdint>
 
 struct ggml_threadpool;
 
@@ -17,7 +18,13 @@ struct ggml_threadpool;
 struct ggml_cpu_compute_state {
     ggml_abort_callback abort_callback      = nullptr;
     void *              abort_callback_data = nullptr;
-    std::atomic<bool>   aborted{false};
+    // Abort requested. Kernels poll it (ggml_cpu_should_abort) to return early; it may turn true
+    // while other threads are still between nodes, so it must not decide where threads stop.
+    std::atomic<bool> aborted{false};
+    // Thread 0's decision, made before a node's closing barrier: every thread leaves the graph
+    // after the node with this index. Indexed by node so a decision for a later node can never
+    // be mistaken for one about an earlier node by a thread that is late past the barrier.
+    std::atomic<int> stop_at_node{INT32_MAX};
 };
 
 struct ggml_compute_params {

@@ -6,6 +6,7 @@
 // would abort inside a kernel instead of being rejected up front.
 
 #include "cpu-ops.h"
+#include "ggml-ext-impl.h"
 
 namespace {
 
@@ -149,7 +150,16 @@ void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct 
         case GGML_OP_ARANGE: ggml_cpu_op_arange(params, node); break;
         case GGML_OP_TIMESTEP_EMBEDDING: ggml_cpu_op_timestep_embedding(params, node); break;
         case GGML_OP_FLASH_ATTN_EXT: ggml_cpu_op_flash_attn_ext(params, node); break;
-        case GGML_OP_CUSTOM: ggml_cpu_op_custom(params, node); break;
+        case GGML_OP_CUSTOM:
+            if (ggml_ext_is_ext_node(node)) {
+                // only a registered kernel can run these; the capability query said no
+                const char * name = ggml_ext_op_name(ggml_ext_get_op(node));
+                GGML_ABORT("extension node %s (%s) reached the CPU backend, which has no native implementation; "
+                           "register a kernel for it or let the scheduler place it",
+                           name ? name : "<unknown op>", node->name);
+            }
+            ggml_cpu_op_custom(params, node);
+            break;
 
         case GGML_OP_COUNT:
         default: GGML_ABORT("ggml_cpu_compute_forward: op %s (%d) has no CPU kernel", ggml_op_name(node->op), (int) node->op);
@@ -207,7 +217,7 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
         case GGML_OP_TIMESTEP_EMBEDDING:
             return node->type == GGML_TYPE_F32 && node->src[0] && node->src[0]->type == GGML_TYPE_F32;
 
-        case GGML_OP_CUSTOM: return true;
+        case GGML_OP_CUSTOM: return !ggml_ext_is_ext_node(node); // extension nodes are not CPU callbacks
 
         case GGML_OP_COUNT:
         default: return false;

@@ -13,11 +13,13 @@
 
 #include "../ggml-backend-impl.h"
 #include "cpu-features.h"
+#include "ggml-ext.h"
 #include "cpu-ops.h"
 #include "ggml-cpu.h"
 #include "threadpool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +67,23 @@ struct cpu_backend_context {
     ggml_cpu_compute_state state;
 
     std::vector<ggml_tensor *> compute_nodes; // reused between computes
+
+    // ggml_ext_cpu_parallel_v1 abort state, separate from the graph executor's: an extension
+    // step runs between native ranges, never during one, but its flag must not leak into them
+    std::atomic<bool>    svc_aborted{false};
+    std::atomic<bool>    svc_poll_lock{false}; // the winner calls the user callback, never two at once
+    std::atomic<int64_t> svc_last_poll_ns{0};
+};
+
+// Set while this thread executes a task on some CPU pool (graph or service run). A pool run
+// cannot start another run on a pool from inside its task without risking a deadlock on the
+// run lock, so a nested parallel_for runs inline instead.
+thread_local bool tl_in_pool_task = false;
+
+struct pool_task_scope {
+    bool saved;
+    pool_task_scope() : saved(tl_in_pool_task) { tl_in_pool_task = true; }
+    ~pool_task_scope() { tl_in_pool_task = saved; }
 };
 
 // One graph run as seen by every worker thread.
@@ -82,21 +101,30 @@ bool node_is_computed(const ggml_tensor * node) {
 
 void graph_task(int ith, int nth, void * data) {
     const graph_run * run = static_cast<const graph_run *>(data);
+    pool_task_scope   scope; // a CUSTOM callback may call the parallel service
 
     ggml_compute_params params = run->base;
     params.ith                 = ith;
     params.nth                 = nth;
 
     ggml_cpu_compute_state * state = params.state;
-    for (ggml_tensor * node : *run->nodes) {
-        ggml_cpu_compute_forward(&params, node);
+    const int                n     = (int) run->nodes->size();
+    for (int i = 0; i < n; ++i) {
+        ggml_cpu_compute_forward(&params, (*run->nodes)[i]);
 
-        // thread 0 decides before the barrier, so every thread reads the same flag after it
-        if (ith == 0 && state->abort_callback && state->abort_callback(state->abort_callback_data)) {
-            state->aborted.store(true, std::memory_order_relaxed);
+        // Thread 0 decides before the barrier and records the node index, so every thread
+        // leaves after the same node even if a kernel of the next node sets `aborted` early.
+        if (ith == 0) {
+            if (!state->aborted.load(std::memory_order_relaxed) && state->abort_callback &&
+                state->abort_callback(state->abort_callback_data)) {
+                state->aborted.store(true, std::memory_order_relaxed);
+            }
+            if (state->aborted.load(std::memory_order_relaxed)) {
+                state->stop_at_node.store(i, std::memory_order_relaxed);
+            }
         }
         ggml_threadpool_barrier(params.threadpool);
-        if (state->aborted.load(std::memory_order_relaxed)) break;
+        if (i >= state->stop_at_node.load(std::memory_order_relaxed)) break;
     }
 }
 
@@ -189,6 +217,7 @@ ggml_status cpu_backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgra
     ctx->state.abort_callback      = ctx->abort_callback;
     ctx->state.abort_callback_data = ctx->abort_callback_data;
     ctx->state.aborted.store(false, std::memory_order_relaxed);
+    ctx->state.stop_at_node.store(INT32_MAX, std::memory_order_relaxed);
 
     graph_run run;
     run.nodes            = &ctx->compute_nodes;
@@ -350,6 +379,103 @@ ggml_backend_feature * cpu_get_features(ggml_backend_reg_t reg) {
     return features.data();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Service ggml_ext_cpu_parallel_v1: extension kernels run their work on the backend's pool
+
+// A user abort callback may be expensive (it often takes a lock or reads a clock); tasks may
+// ask per small chunk from every thread, so the callback runs at most about once per interval.
+constexpr int64_t SVC_POLL_INTERVAL_NS = 1000 * 1000;
+
+int64_t steady_now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// Polls the callback now (serialized); true if it asked to stop.
+bool svc_poll_now(cpu_backend_context * ctx) {
+    if (!ctx->abort_callback) return false;
+    if (ctx->svc_poll_lock.exchange(true, std::memory_order_acquire)) return false; // someone else polls
+    const bool stop = ctx->abort_callback(ctx->abort_callback_data);
+    ctx->svc_last_poll_ns.store(steady_now_ns(), std::memory_order_relaxed);
+    if (stop) ctx->svc_aborted.store(true, std::memory_order_release);
+    ctx->svc_poll_lock.store(false, std::memory_order_release);
+    return stop;
+}
+
+bool svc_should_abort(ggml_backend_t backend) {
+    if (!ggml_backend_is_cpu(backend)) return false;
+    cpu_backend_context * ctx = static_cast<cpu_backend_context *>(backend->context);
+    if (ctx->svc_aborted.load(std::memory_order_acquire)) return true;
+    if (!ctx->abort_callback) return false;
+    const int64_t now = steady_now_ns();
+    if (now - ctx->svc_last_poll_ns.load(std::memory_order_relaxed) < SVC_POLL_INTERVAL_NS) return false;
+    svc_poll_now(ctx);
+    return ctx->svc_aborted.load(std::memory_order_acquire);
+}
+
+int svc_n_threads(ggml_backend_t backend) {
+    if (!ggml_backend_is_cpu(backend)) return 0;
+    cpu_backend_context * ctx = static_cast<cpu_backend_context *>(backend->context);
+    // what a run gets (the executor's rule), without creating the lazy own pool
+    if (ctx->external_pool) return std::max(1, std::min(ctx->n_threads, ggml_threadpool_get_n_threads(ctx->external_pool)));
+    return ctx->n_threads;
+}
+
+struct svc_run {
+    ggml_ext_cpu_task_t task;
+    void *              data;
+};
+
+void svc_task(int ith, int nth, void * data) {
+    const svc_run * run = static_cast<const svc_run *>(data);
+    pool_task_scope scope;
+    run->task(ith, nth, run->data);
+}
+
+ggml_status svc_parallel_for(ggml_backend_t backend, ggml_ext_cpu_task_t task, void * data) {
+    if (!ggml_backend_is_cpu(backend) || !task) {
+        GGML_LOG_ERROR("%s: needs a CPU backend and a task\n", __func__);
+        return GGML_STATUS_FAILED;
+    }
+    cpu_backend_context * ctx = static_cast<cpu_backend_context *>(backend->context);
+
+    if (tl_in_pool_task) {
+        // nested inside a run: the outer run owns the abort flag and the pool; stay on this thread
+        if (svc_should_abort(backend)) return GGML_STATUS_ABORTED;
+        task(0, 1, data);
+        return svc_should_abort(backend) ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+    }
+
+    ctx->svc_aborted.store(false, std::memory_order_relaxed);
+    if (svc_poll_now(ctx)) {
+        ctx->svc_aborted.store(false, std::memory_order_relaxed); // the backend stays usable
+        return GGML_STATUS_ABORTED;
+    }
+
+    ggml_threadpool * pool = nullptr;
+    try {
+        pool = context_pool(ctx);
+    } catch (...) {
+        pool = nullptr;
+    }
+    if (!pool) return GGML_STATUS_ALLOC_FAILED;
+    const int n_threads = std::max(1, std::min(ctx->n_threads, ggml_threadpool_get_n_threads(pool)));
+
+    svc_run run{task, data};
+    ggml_threadpool_run(pool, n_threads, svc_task, &run);
+
+    const bool aborted = ctx->svc_aborted.load(std::memory_order_acquire);
+    ctx->svc_aborted.store(false, std::memory_order_relaxed);
+    return aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+}
+
+const ggml_ext_cpu_parallel_v1 cpu_parallel_service = {
+    /* .version      = */ 1,
+    /* .parallel_for = */ svc_parallel_for,
+    /* .should_abort = */ svc_should_abort,
+    /* .n_threads    = */ svc_n_threads,
+};
+
 void * cpu_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
     (void) reg;
     if (!name) return nullptr;
@@ -365,6 +491,7 @@ void * cpu_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
         {"ggml_threadpool_free", (void *) ggml_threadpool_free},
         {"ggml_backend_cpu_set_threadpool", (void *) ggml_backend_cpu_set_threadpool},
         {"ggml_backend_get_features", (void *) cpu_get_features},
+        {GGML_EXT_CPU_PARALLEL_V1, (void *) &cpu_parallel_service},
     };
     for (const entry & e : table) {
         if (strcmp(e.name, name) == 0) return e.fn;

@@ -9,8 +9,12 @@
 // activation row of the block is dotted with it through a small register tile.
 //
 // Work buffer layout: [src1 converted to contiguous F32, when needed][per-thread weight scratch].
+//
+// Fast paths: on x86 CPUs with AVX-512, ops-mul-mat-x86.cpp takes over (packed GEMMs, see there)
+// unless params->use_ref forces this portable path; the work buffer is sized for either.
 
 #include "cpu-ops.h"
+#include "ops-mul-mat-x86.h"
 
 #include <algorithm>
 #include <cstring>
@@ -190,11 +194,18 @@ bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads) {
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
-    const size_t bytes = src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
-    return bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
+    const size_t bytes    = src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
+    const size_t portable = bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
+    // use_ref is not known here, so room for whichever path runs
+    return std::max(portable, ggml_cpu_mul_mat_x86_work_size(dst, n_threads));
 }
 
 void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    if (!params->use_ref && ggml_cpu_mul_mat_x86_usable(dst)) {
+        ggml_cpu_mul_mat_x86(params, dst);
+        return;
+    }
+
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
 

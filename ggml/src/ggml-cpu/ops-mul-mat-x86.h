@@ -1,0 +1,16 @@
+#pragma once
+
+// ops-mul-mat-x86.h — fast x86 MUL_MAT paths (AVX-512 F32 GEMM, AVX512_BF16 and AMX-BF16 GEMMs,
+// small-M GEMV). ops-mul-mat.cpp calls these when ggml_cpu_mul_mat_x86_usable() says so and the
+// portable path is not forced (params->use_ref). On non-x86 builds they are stubs that decline.
+
+#include "cpu-ops.h"
+
+// Whether the fast path handles this node on this CPU (types, strides, CPU features).
+bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor * dst);
+
+// Work buffer bytes the fast path needs with n_threads threads (0 if not usable).
+size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_threads);
+
+// Runs the fast path on this thread's share; only valid when usable() returned true.
+void ggml_cpu_mul_mat_x86(const struct ggml_compute_params * params, struct ggml_tensor * dst);
