@@ -1,7 +1,8 @@
 // bench-ops: times single ops of the DiT workloads on the CPU backend and reports each against a
 // baseline measured in the same process: memory-bound ops against a multi-threaded memcpy of the
-// same number of bytes (read + write), GEMMs as GFLOP/s with F16/BF16 weights also as a ratio
-// against our own F32 GEMM of the same shape.
+// same number of bytes (read + write), GEMMs as GFLOP/s against OpenBLAS sgemm on the same thread
+// count (when bench-ops was built with OpenBLAS), and F16/BF16 weights also against our own F32
+// GEMM of the same shape.
 //
 // Shapes (../shared/reference/dit-workloads.md): hidden 3072 (Flux) / 6144 (Krea2), 1024 tokens,
 // attention D=128 with 24 heads.
@@ -13,6 +14,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +22,12 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#ifdef BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 namespace {
 
@@ -105,6 +112,7 @@ struct op_case {
     enum kind { MEMORY, GEMM } k = MEMORY;
     double      flops            = 0;
     std::string gemm_f32_key; // for F16/BF16 GEMMs: the F32 case to compare with
+    int64_t     blas_K = 0, blas_N = 0, blas_M = 0; // mul_mat cases: shape for the OpenBLAS baseline
 };
 
 void fill_random(ggml_tensor * t, std::mt19937 & rng) {
@@ -153,6 +161,25 @@ struct memcpy_baseline {
     }
 };
 
+// OpenBLAS sgemm of the same product as mul_mat: out (M x N, row-major) = x (M x K) * w^T, with w
+// (N x K) row-major, i.e. exactly ggml's layouts.
+struct blas_baseline {
+    int64_t            K, N, M;
+    std::vector<float> w, x, out;
+    blas_baseline(int64_t K_, int64_t N_, int64_t M_, std::mt19937 & rng)
+        : K(K_), N(N_), M(M_), w(K_ * N_), x(K_ * M_), out(N_ * M_) {
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (auto & v : w) v = dist(rng);
+        for (auto & v : x) v = dist(rng);
+    }
+    void run() {
+#ifdef BENCH_HAVE_OPENBLAS
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) M, (int) N, (int) K, 1.0f, x.data(), (int) K,
+                    w.data(), (int) K, 0.0f, out.data(), (int) N);
+#endif
+    }
+};
+
 std::vector<op_case> make_cases(bool smoke) {
     std::vector<op_case> cases;
     // DiT sizes, or tiny ones for --smoke
@@ -169,8 +196,12 @@ std::vector<op_case> make_cases(bool smoke) {
 
     // GEMM shapes (K, N, M): the Flux linears and the square Krea2-like one
     struct gemm_shape { int64_t K, N, M; };
+    // (issue 3 targets: >= 0.9x OpenBLAS sgemm on these with 2 threads)
     std::vector<gemm_shape> gemms = smoke ? std::vector<gemm_shape>{{64, 48, 16}}
-                                          : std::vector<gemm_shape>{{3072, 3072, 1024}};
+                                          : std::vector<gemm_shape>{{3072, 3072, 1024},
+                                                                    {3072, 12288, 1024},
+                                                                    {12288, 3072, 1024},
+                                                                    {6144, 6144, 1024}};
     for (auto g : gemms) {
         for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
             op_case c;
@@ -178,6 +209,9 @@ std::vector<op_case> make_cases(bool smoke) {
             c.shape = "K,N,M=" + std::to_string(g.K) + "," + std::to_string(g.N) + "," + std::to_string(g.M);
             c.k     = op_case::GEMM;
             c.flops = 2.0 * g.K * g.N * g.M;
+            c.blas_K = g.K;
+            c.blas_N = g.N;
+            c.blas_M = g.M;
             if (wt != GGML_TYPE_F32) c.gemm_f32_key = std::string("mul_mat_f32") + c.shape;
             c.build = [g, wt](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
                 ggml_tensor * w = input(ggml_new_tensor_2d(ctx, wt, g.K, g.N));
@@ -266,15 +300,42 @@ int main(int argc, char ** argv) {
     if (!o.smoke && !bench::wait_idle()) {
         printf("bench-ops: note: the machine stayed busy for 60 s; timings below share the CPU with other work\n");
     }
+#ifdef BENCH_HAVE_OPENBLAS
+    openblas_set_num_threads(n_threads);
+    printf("bench-ops: GEMM baseline: OpenBLAS sgemm (%s), %d threads\n", openblas_get_config(), n_threads);
+#else
+    printf("bench-ops: GEMM baseline: OpenBLAS not found at configure time; no sgemm baseline "
+           "(install libopenblas-dev and reconfigure)\n");
+#endif
     bench::print_table_header();
 
     std::mt19937                       rng(42);
+    std::vector<std::pair<std::string, bench::timing>> blas_done; // shape -> OpenBLAS timing
     std::vector<std::pair<std::string, bench::timing>> gemm_f32;
     int                                 n_run = 0;
 
     for (const op_case & c : make_cases(o.smoke)) {
         if (!o.filter.empty() && c.name.find(o.filter) == std::string::npos) continue;
 
+#ifdef BENCH_HAVE_OPENBLAS
+        if (c.blas_K > 0) {
+            bool have = false;
+            for (auto & kv : blas_done) have = have || kv.first == c.shape;
+            if (!have) {
+                blas_baseline bb(c.blas_K, c.blas_N, c.blas_M, rng);
+                bench::row    rb;
+                rb.op    = "sgemm_openblas";
+                rb.shape = c.shape;
+                rb.work  = c.flops;
+                rb.t     = bench::time_it([&] { bb.run(); }, o.smoke ? 1 : 3, o.min_time_s, o.smoke ? 1 : 1000);
+                blas_done.push_back({c.shape, rb.t});
+                bench::print_row(rb);
+                if (o.json) bench::print_json(rb);
+                // OpenBLAS workers spin for a while after a call; let them park before timing ours
+                if (!o.smoke) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            }
+        }
+#endif
         ggml_init_params ip = {ggml_tensor_overhead() * 16 + ggml_graph_overhead(), nullptr, true};
         ggml_context *   ctx = ggml_init(ip);
         std::vector<ggml_tensor *> inputs;
@@ -304,6 +365,7 @@ int main(int argc, char ** argv) {
             return 1;
         }
 
+        bench::row r_vs_f32; // F16/BF16 weights: a second row against our F32 GEMM
         if (c.k == op_case::GEMM) {
             r.work = c.flops;
             if (c.gemm_f32_key.empty()) {
@@ -311,11 +373,20 @@ int main(int argc, char ** argv) {
             } else {
                 for (auto & [key, t] : gemm_f32) {
                     if (key == c.gemm_f32_key) {
-                        r.baseline = "our mul_mat_f32";
-                        r.base     = t;
+                        r_vs_f32          = r;
+                        r_vs_f32.baseline = "our mul_mat_f32";
+                        r_vs_f32.base     = t;
                     }
                 }
             }
+#ifdef BENCH_HAVE_OPENBLAS
+            if (c.blas_K > 0) {
+                r.baseline = "openblas sgemm";
+                for (auto & [key, t] : blas_done) {
+                    if (key == c.shape) r.base = t;
+                }
+            }
+#endif
         } else {
             size_t bytes = ggml_nbytes(out);
             for (ggml_tensor * t : inputs) bytes += ggml_nbytes(t);
@@ -328,6 +399,10 @@ int main(int argc, char ** argv) {
         }
         bench::print_row(r);
         if (o.json) bench::print_json(r);
+        if (!r_vs_f32.baseline.empty()) {
+            bench::print_row(r_vs_f32);
+            if (o.json) bench::print_json(r_vs_f32);
+        }
         ++n_run;
 
         ggml_gallocr_free(galloc);

@@ -5,7 +5,8 @@ set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in cmake make g++ libgtest-dev python3; do
+# libopenblas-dev: the sgemm baseline of bench-ops (optional for the library itself)
+for pkg in cmake make g++ libgtest-dev python3 libopenblas-dev pkg-config; do
     have_pkg "$pkg" || need+=("$pkg")
 done
 

@@ -1,8 +1,14 @@
 // Cases: mul_mat; cpy/cast/cont/dup, reshapes/views/permutes; get_rows.
 //
 // Error bounds:
-//   mul_mat with F32/F16/BF16 weights: |err| <= 1e-5 * sum_k |a_k b_k| (F32 activations and F32
+//   mul_mat with F32/F16 weights: |err| <= 1e-5 * sum_k |a_k b_k| (F32 activations and F32
 //     accumulation by design, so only summation-order rounding remains; weights are exact).
+//   mul_mat with BF16 weights: 2^-8 * sum_k |a_k b_k|. The fast x86 paths (AVX512_BF16, AMX) round
+//     the activations to BF16 (like upstream's CPU backend): each product then carries a relative
+//     error of at most 2^-9 (BF16 round-to-nearest unit roundoff), so |err| <= 2^-9 * sum_k |a_k b_k|
+//     plus F32 summation error; 2^-8 leaves a factor 2 of margin. (Relative to |result| this is the
+//     familiar ~2^-9 * sqrt(K) random-walk error for random signs; the bound here needs no K factor
+//     because it scales with sum |a_k b_k|.)
 //   mul_mat with Q8_0 weights: 1.5e-2 * sum_k |a_k b_k| (activations may be quantised to Q8_0).
 //   copies/conversions: exact (F16/BF16 round-to-nearest-even, F32->I32 truncates); F32->Q8_0
 //     within one quantisation step of the reference quantiser.
@@ -29,7 +35,7 @@ static void add_mul_mat(case_list & cl, ggml_type ta, int64_t K, int64_t N, int6
     const std::string desc = std::string("mul_mat a ") + tn(ta) + " " + sh(na) + " " + layout_name(la) + " b f32 " +
                              sh(nb) + " " + layout_name(lb) + (out_view ? " out transposed view" : "");
     tolerance tol;
-    tol.scale = ta == GGML_TYPE_Q8_0 ? 1.5e-2 : 1e-5;
+    tol.scale = ta == GGML_TYPE_Q8_0 ? 1.5e-2 : ta == GGML_TYPE_BF16 ? 0x1p-8 : 1e-5; // see the top of the file
     tol.abs   = 1e-30;
     cl.add(
         desc,
@@ -88,6 +94,24 @@ void add_matmul_cases(case_list & cl) {
     add_mul_mat(cl, GGML_TYPE_BF16, 1152, 128, 17, 1, 1, 1, 1, layout::cont, layout::cont);
     add_mul_mat(cl, GGML_TYPE_Q8_0, 1152, 128, 17, 1, 1, 1, 1, layout::cont, layout::cont);
     add_mul_mat(cl, GGML_TYPE_F32, 8192, 8, 3, 1, 1, 1, 1, layout::cont, layout::cont);
+
+    // Edges of the fast x86 paths (ops-mul-mat-x86.cpp): micro-tiles of 14 rows (M) x 32 columns
+    // (N), K blocks of 256 (F32) / 512 (BF16) elements, weight blocks of 512 columns, small-M
+    // (M <= 4) dot-product path, M cut into chunks when N has few panels.
+    const kmn fast[] = {
+        {1, 15, 17},   {15, 17, 33},  {17, 33, 100}, {33, 100, 15}, {100, 1, 33},  {300, 40, 29},
+        {600, 33, 5},  {1100, 70, 20}, {64, 600, 15}, {40, 32, 200}, {16, 1, 1},    {17, 100, 4},
+        {513, 31, 14}, {257, 1, 1},   {33, 17, 2},
+    };
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (const kmn & s : fast) add_mul_mat(cl, t, s.K, s.N, s.M, 1, 1, 1, 1, layout::cont, layout::cont);
+        // broadcast over dims 2/3 and non-contiguous operands, with several K blocks and M/N tails
+        add_mul_mat(cl, t, 300, 37, 20, 2, 1, 4, 3, layout::cont, layout::cont);
+        add_mul_mat(cl, t, 300, 37, 3, 1, 2, 2, 4, layout::cont, layout::cont);
+        add_mul_mat(cl, t, 300, 37, 20, 2, 1, 2, 1, layout::cont, layout::perm12);
+        add_mul_mat(cl, t, 300, 37, 20, 1, 1, 1, 1, layout::pad, layout::pad);
+        add_mul_mat(cl, t, 300, 37, 2, 2, 1, 2, 1, layout::perm12, layout::perm12);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,10 +44,13 @@ inline bool fake_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor * 
 }
 
 // A new device object each call: registrations are keyed by device, so every test starts clean.
-// Never freed (the registry keeps the pointer as a key for the life of the process).
+// Kept alive until exit (the registry keeps the pointer as a key for the life of the process).
 inline ggml_backend_dev_t new_fake_dev(std::set<int> native_off = {}) {
     ggml_backend_dev_t real = ggml_backend_reg_dev_get(ggml_backend_cpu_reg(), 0);
-    auto *             d    = new ggml_backend_device(*real);
+    // owned by a static pool: freed only at exit, after every registry lookup is over
+    static std::vector<std::unique_ptr<ggml_backend_device>> pool;
+    pool.push_back(std::make_unique<ggml_backend_device>(*real));
+    ggml_backend_device * d = pool.back().get();
     d->iface.supports_op    = fake_supports_op;
     fake_devs()[d]          = {real, std::move(native_off)};
     return d;

@@ -144,7 +144,9 @@ const ggml_ext_kernel * ggml_ext_select_kernel_in(const ggml_ext_dev_kernels & k
                                                   const struct ggml_tensor * node) {
     const auto * list = candidates(ks, node);
     if (list == nullptr) return nullptr;
-    int native = -1; // asked only once some kernel supports the node
+    // asked only once some kernel supports the node; no device implements an application's
+    // operator natively, whatever a permissive supports_op may claim for GGML_OP_CUSTOM
+    int native = ggml_ext_is_ext_node(node) ? 0 : -1;
     for (const ggml_ext_kernel * k : *list) {
         const ggml_ext_kernel_desc & d = k->desc;
         if (!d.supports(dev, node, d.user_data)) continue;

@@ -6,8 +6,9 @@
 //   2  expansion: four sweeps grow assigned regions over unassigned neighbours
 //   3  upgrade / fill: unassigned nodes go where most of their inputs already are; assigned ones
 //      move to a higher-priority backend sharing their buffer type
-//   4  sources and views follow their consumers / bases; leftovers take the first backend that
-//      supports them
+//   3b in-place writers move to the backend of the memory they write, when it supports them
+//   4  sources follow their consumers, views the tensor they view (else their base); leftovers
+//      take the first backend that supports them
 //   (extension optimizers may reorder the graph here, when fusion is enabled)
 //   5  splitting: consecutive nodes on one backend form a split; sources the split's backend
 //      cannot read are copied into it ("<backend>#<src>#<copy>") and the consumer's src is
@@ -294,11 +295,32 @@ void upgrade_or_fill(ggml_backend_sched * sched, ggml_tensor * node) {
     }
 }
 
+// In-place writers (a view_src but a computing op) run where the memory they write lives when
+// that backend can run them: elsewhere, the write would land behind the back of the copies the
+// scheduler makes of that memory. (Upstream leaves them wherever expansion put them.)
+void keep_inplace_with_memory(ggml_backend_sched * sched, ggml_tensor * node) {
+    if (node->view_src == nullptr || is_view_op(node->op) || is_pinned(sched, node)) {
+        return;
+    }
+    const int base_b = ggml_sched_tensor_backend_id(sched, node->view_src);
+    const int cur_b  = ggml_sched_tensor_backend_id(sched, node);
+    if (base_b != -1 && base_b != cur_b && supports_op(sched, base_b, node)) {
+        ggml_sched_set_tensor_backend_id(sched, node, base_b, false);
+    }
+}
+
 // Pass 4 for one node.
 void assign_sources(ggml_backend_sched * sched, ggml_tensor * node) {
     int id = ggml_sched_tensor_backend_id(sched, node);
     if (node->view_src != nullptr && id == -1) {
-        id = ggml_sched_tensor_backend_id(sched, node->view_src);
+        // a view lives with the tensor it views (whose producer may be an in-place writer that
+        // had to run away from the base's backend), else with its base
+        if (is_view_op(node->op) && node->src[0] != nullptr) {
+            id = ggml_sched_tensor_backend_id(sched, node->src[0]);
+        }
+        if (id == -1) {
+            id = ggml_sched_tensor_backend_id(sched, node->view_src);
+        }
         ggml_sched_set_tensor_backend_id(sched, node, id, false);
     }
     for (int j = 0; j < GGML_MAX_SRC; j++) {
@@ -532,6 +554,11 @@ void ggml_sched_split_graph_impl(ggml_backend_sched * sched, ggml_cgraph * graph
         if (!is_view_op(graph->nodes[i]->op)) {
             upgrade_or_fill(sched, graph->nodes[i]);
         }
+    }
+
+    // in-place writers stay with their memory
+    for (int i = 0; i < graph->n_nodes; i++) {
+        keep_inplace_with_memory(sched, graph->nodes[i]);
     }
 
     // pass 4: sources and views

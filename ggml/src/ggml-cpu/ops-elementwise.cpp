@@ -3,8 +3,10 @@
 //
 // Everything computes in float and rounds once to the destination type. Every kernel honours
 // arbitrary byte strides on all operands, so views (transposes, permutes, _inplace results)
-// need no special casing; the all-F32 packed-row case gets a direct loop.
+// need no special casing; the all-F32 packed-row case gets a direct loop, or on AVX-512 CPUs the
+// row kernels of ops-elementwise-avx512.cpp (as do packed F32 <-> F16/BF16 conversions).
 
+#include "ops-fast.h"
 #include "ops-row.h"
 
 #include <algorithm>
@@ -66,6 +68,24 @@ void dup_same_type(const ggml_compute_params * params, const ggml_tensor * src, 
     }
 }
 
+using fast_cvt_fn = void (*)(const void * src, void * dst, int64_t n);
+
+fast_cvt_fn fast_converter(ggml_type ts, ggml_type td) {
+    if (ts == GGML_TYPE_F32 && td == GGML_TYPE_F16) {
+        return [](const void * s, void * d, int64_t n) { ggml_avx512_f32_to_f16((const float *) s, (uint16_t *) d, n); };
+    }
+    if (ts == GGML_TYPE_F32 && td == GGML_TYPE_BF16) {
+        return [](const void * s, void * d, int64_t n) { ggml_avx512_f32_to_bf16((const float *) s, (uint16_t *) d, n); };
+    }
+    if (ts == GGML_TYPE_F16 && td == GGML_TYPE_F32) {
+        return [](const void * s, void * d, int64_t n) { ggml_avx512_f16_to_f32((const uint16_t *) s, (float *) d, n); };
+    }
+    if (ts == GGML_TYPE_BF16 && td == GGML_TYPE_F32) {
+        return [](const void * s, void * d, int64_t n) { ggml_avx512_bf16_to_f32((const uint16_t *) s, (float *) d, n); };
+    }
+    return nullptr;
+}
+
 // Non-quantized type change, through float.
 void dup_convert(const ggml_compute_params * params, const ggml_tensor * src, ggml_tensor * dst) {
     const int64_t n = ggml_nelements(src);
@@ -74,11 +94,38 @@ void dup_convert(const ggml_compute_params * params, const ggml_tensor * src, gg
     if (e0 >= e1) return;
 
     ggml_cpu_abort_poll poll(params);
-    ggml_cpu_cursor     cs, cd;
+
+    // packed F32 <-> F16/BF16: converted straight from source to destination (bit-identical to the
+    // scalar conversions); fully contiguous tensors as one flat run
+    const fast_cvt_fn fast = ggml_cpu_fast_avx512(params) ? fast_converter(src->type, dst->type) : nullptr;
+    if (fast && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) {
+        const size_t  ss   = ggml_type_size(src->type), ds = ggml_type_size(dst->type);
+        const int64_t step = ggml_cpu_abort_poll::period;
+        for (int64_t e = e0; e < e1; e += step) {
+            const int64_t k = std::min(step, e1 - e);
+            fast((const char *) src->data + e * ss, (char *) dst->data + e * ds, k);
+            if (poll.tick(k)) return;
+        }
+        return;
+    }
+
+    ggml_cpu_cursor cs, cd;
     cs.init(src, 1);
     cd.init(dst, 1);
     cs.seek(e0);
     cd.seek(e0);
+
+    if (fast && cs.nb[0] == ggml_type_size(src->type) && cd.nb[0] == ggml_type_size(dst->type)) {
+        for (int64_t e = e0; e < e1;) {
+            const int64_t k = std::min({ e1 - e, cs.left_in_row(), cd.left_in_row() });
+            fast(cs.ptr(), cd.ptr(), k);
+            cs.advance(k);
+            cd.advance(k);
+            e += k;
+            if (poll.tick(k)) return;
+        }
+        return;
+    }
 
     float buf[GGML_CPU_CHUNK];
     for (int64_t e = e0; e < e1;) {
@@ -164,8 +211,12 @@ void dup_dequantize(const ggml_compute_params * params, const ggml_tensor * src,
 // ---------------------------------------------------------------------------------------------
 // Row-wise elementwise map: dst[i] = f(src[i]) over same-shaped tensors with any strides.
 
+// no_fast: no AVX-512 row kernel for this map
+constexpr int no_fast = -1;
+
 template <typename F>
-void map_rows(const ggml_compute_params * params, ggml_tensor * dst, F f) {
+void map_rows(const ggml_compute_params * params, ggml_tensor * dst, F f, int fast_op = no_fast, float fa = 0.0f,
+              float fb = 0.0f) {
     const ggml_tensor * src = dst->src[0];
     if (ggml_is_empty(dst)) return;
     GGML_ASSERT(ggml_are_same_shape(src, dst));
@@ -177,6 +228,7 @@ void map_rows(const ggml_compute_params * params, ggml_tensor * dst, F f) {
 
     const bool f32 = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float) &&
                      dst->nb[0] == sizeof(float);
+    const bool fast = f32 && fast_op != no_fast && ggml_cpu_fast_avx512(params);
 
     ggml_cpu_abort_poll poll(params);
     float               buf[GGML_CPU_CHUNK];
@@ -185,7 +237,9 @@ void map_rows(const ggml_compute_params * params, ggml_tensor * dst, F f) {
         ggml_cpu_row_coords(ir, dst->ne, &i1, &i2, &i3);
         const char * s = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
         char *       d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
-        if (f32) {
+        if (fast) {
+            ggml_avx512_map_row((ggml_fast_map) fast_op, (const float *) s, (float *) d, ne0, fa, fb);
+        } else if (f32) {
             const float * sf = (const float *) s;
             float *       df = (float *) d;
             for (int64_t i = 0; i < ne0; ++i) df[i] = f(sf[i]);
@@ -263,6 +317,11 @@ void binary_impl(const ggml_compute_params * params, ggml_tensor * dst) {
 
     const bool f32 = src0->type == GGML_TYPE_F32 && src1->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 &&
                      src0->nb[0] == sizeof(float) && src1->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
+    const bool fast = f32 && ggml_cpu_fast_avx512(params);
+    const ggml_fast_bin fop = O == bin_op::add ? ggml_fast_bin::add
+                            : O == bin_op::sub ? ggml_fast_bin::sub
+                            : O == bin_op::mul ? ggml_fast_bin::mul
+                                               : ggml_fast_bin::div;
 
     ggml_cpu_abort_poll poll(params);
     float               ba[GGML_CPU_CHUNK];
@@ -275,7 +334,16 @@ void binary_impl(const ggml_compute_params * params, ggml_tensor * dst) {
                          (i2 % src1->ne[2]) * src1->nb[2] + (i3 % src1->ne[3]) * src1->nb[3];
         char * d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
 
-        if (f32) {
+        if (fast) {
+            const float * af = (const float *) a;
+            const float * bf = (const float *) b;
+            float *       df = (float *) d;
+            if (ne10 == ne0 || ne10 == 1) {
+                ggml_avx512_binary_row(fop, af, bf, df, ne0, ne10 == 1);
+            } else {
+                for (int64_t t = 0; t < ne0; t += ne10) ggml_avx512_binary_row(fop, af + t, bf, df + t, ne10, false);
+            }
+        } else if (f32) {
             const float * af = (const float *) a;
             const float * bf = (const float *) b;
             float *       df = (float *) d;
@@ -313,7 +381,7 @@ void binary_impl(const ggml_compute_params * params, ggml_tensor * dst) {
 // GLU
 
 template <typename F>
-void glu_impl(const ggml_compute_params * params, ggml_tensor * dst, F f) {
+void glu_impl(const ggml_compute_params * params, ggml_tensor * dst, F f, int fast_op = no_fast) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
     if (ggml_is_empty(dst)) return;
@@ -331,6 +399,10 @@ void glu_impl(const ggml_compute_params * params, ggml_tensor * dst, F f) {
     const int64_t nr = ggml_nrows(dst);
     int64_t       r0, r1;
     ggml_cpu_split_range(nr, params->ith, params->nth, &r0, &r1);
+
+    const bool fast = fast_op != no_fast && ggml_cpu_fast_avx512(params) && a->type == GGML_TYPE_F32 &&
+                      dst->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float) &&
+                      (!b || b->nb[0] == sizeof(float));
 
     ggml_cpu_abort_poll poll(params);
     float               bx[GGML_CPU_CHUNK];
@@ -360,6 +432,11 @@ void glu_impl(const ggml_compute_params * params, ggml_tensor * dst, F f) {
             std::swap(xtype, gtype);
         }
         char * d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        if (fast) {
+            ggml_avx512_glu_row((ggml_fast_glu) fast_op, (const float *) xr, (const float *) gr, (float *) d, n);
+            if (poll.tick(n)) return;
+            continue;
+        }
         for (int64_t i0 = 0; i0 < n; i0 += GGML_CPU_CHUNK) {
             const int64_t m = std::min<int64_t>(GGML_CPU_CHUNK, n - i0);
             ggml_cpu_load_row(xtype, xr + i0 * xstride, xstride, m, bx);
@@ -408,11 +485,11 @@ void ggml_cpu_op_binary(const struct ggml_compute_params * params, struct ggml_t
 }
 
 void ggml_cpu_op_sqr(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
-    map_rows(params, dst, [](float x) { return x * x; });
+    map_rows(params, dst, [](float x) { return x * x; }, (int) ggml_fast_map::sqr);
 }
 
 void ggml_cpu_op_sqrt(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
-    map_rows(params, dst, [](float x) { return sqrtf(x); });
+    map_rows(params, dst, [](float x) { return sqrtf(x); }, (int) ggml_fast_map::sqrt);
 }
 
 void ggml_cpu_op_scale(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
@@ -420,41 +497,41 @@ void ggml_cpu_op_scale(const struct ggml_compute_params * params, struct ggml_te
     const float b = ggml_get_op_params_f32(dst, 1);
     if (b == 0.0f) {
         // plain ggml_scale: keep s*x exactly (adding +0 would turn -0 into +0)
-        map_rows(params, dst, [s](float x) { return s * x; });
+        map_rows(params, dst, [s](float x) { return s * x; }, (int) ggml_fast_map::scale, s);
     } else {
-        map_rows(params, dst, [s, b](float x) { return s * x + b; });
+        map_rows(params, dst, [s, b](float x) { return s * x + b; }, (int) ggml_fast_map::scale_bias, s, b);
     }
 }
 
 void ggml_cpu_op_unary(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const enum ggml_unary_op op = (enum ggml_unary_op) ggml_get_op_params_i32(dst, 0);
     switch (op) {
-        case GGML_UNARY_OP_ABS: map_rows(params, dst, [](float x) { return fabsf(x); }); break;
+        case GGML_UNARY_OP_ABS: map_rows(params, dst, [](float x) { return fabsf(x); }, (int) ggml_fast_map::abs); break;
         case GGML_UNARY_OP_SGN:
             map_rows(params, dst, [](float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f); });
             break;
-        case GGML_UNARY_OP_NEG: map_rows(params, dst, [](float x) { return -x; }); break;
+        case GGML_UNARY_OP_NEG: map_rows(params, dst, [](float x) { return -x; }, (int) ggml_fast_map::neg); break;
         case GGML_UNARY_OP_STEP: map_rows(params, dst, [](float x) { return x > 0.0f ? 1.0f : 0.0f; }); break;
-        case GGML_UNARY_OP_TANH: map_rows(params, dst, [](float x) { return tanhf(x); }); break;
+        case GGML_UNARY_OP_TANH: map_rows(params, dst, [](float x) { return tanhf(x); }, (int) ggml_fast_map::tanh); break;
         case GGML_UNARY_OP_ELU: map_rows(params, dst, [](float x) { return x > 0.0f ? x : expm1f(x); }); break;
-        case GGML_UNARY_OP_RELU: map_rows(params, dst, [](float x) { return relu_f(x); }); break;
-        case GGML_UNARY_OP_SIGMOID: map_rows(params, dst, [](float x) { return sigmoid_f(x); }); break;
-        case GGML_UNARY_OP_GELU: map_rows(params, dst, [](float x) { return gelu_f(x); }); break;
-        case GGML_UNARY_OP_GELU_QUICK: map_rows(params, dst, [](float x) { return gelu_quick_f(x); }); break;
-        case GGML_UNARY_OP_SILU: map_rows(params, dst, [](float x) { return silu_f(x); }); break;
+        case GGML_UNARY_OP_RELU: map_rows(params, dst, [](float x) { return relu_f(x); }, (int) ggml_fast_map::relu); break;
+        case GGML_UNARY_OP_SIGMOID: map_rows(params, dst, [](float x) { return sigmoid_f(x); }, (int) ggml_fast_map::sigmoid); break;
+        case GGML_UNARY_OP_GELU: map_rows(params, dst, [](float x) { return gelu_f(x); }, (int) ggml_fast_map::gelu); break;
+        case GGML_UNARY_OP_GELU_QUICK: map_rows(params, dst, [](float x) { return gelu_quick_f(x); }, (int) ggml_fast_map::gelu_quick); break;
+        case GGML_UNARY_OP_SILU: map_rows(params, dst, [](float x) { return silu_f(x); }, (int) ggml_fast_map::silu); break;
         case GGML_UNARY_OP_HARDSWISH:
             map_rows(params, dst, [](float x) { return x * fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f)); });
             break;
         case GGML_UNARY_OP_HARDSIGMOID:
             map_rows(params, dst, [](float x) { return fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f)); });
             break;
-        case GGML_UNARY_OP_EXP: map_rows(params, dst, [](float x) { return expf(x); }); break;
+        case GGML_UNARY_OP_EXP: map_rows(params, dst, [](float x) { return expf(x); }, (int) ggml_fast_map::exp); break;
         case GGML_UNARY_OP_EXPM1: map_rows(params, dst, [](float x) { return expm1f(x); }); break;
         case GGML_UNARY_OP_SOFTPLUS:
             // beyond 20, log1p(exp(x)) == x to float precision and exp would eventually overflow
             map_rows(params, dst, [](float x) { return x > 20.0f ? x : log1pf(expf(x)); });
             break;
-        case GGML_UNARY_OP_GELU_ERF: map_rows(params, dst, [](float x) { return gelu_erf_f(x); }); break;
+        case GGML_UNARY_OP_GELU_ERF: map_rows(params, dst, [](float x) { return gelu_erf_f(x); }, (int) ggml_fast_map::gelu_erf); break;
         case GGML_UNARY_OP_FLOOR: map_rows(params, dst, [](float x) { return floorf(x); }); break;
         case GGML_UNARY_OP_CEIL: map_rows(params, dst, [](float x) { return ceilf(x); }); break;
         case GGML_UNARY_OP_ROUND: map_rows(params, dst, [](float x) { return roundf(x); }); break;
@@ -466,14 +543,14 @@ void ggml_cpu_op_unary(const struct ggml_compute_params * params, struct ggml_te
 void ggml_cpu_op_glu(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const enum ggml_glu_op op = (enum ggml_glu_op) ggml_get_op_params_i32(dst, 0);
     switch (op) {
-        case GGML_GLU_OP_REGLU: glu_impl(params, dst, [](float x, float g) { return relu_f(x) * g; }); break;
-        case GGML_GLU_OP_GEGLU: glu_impl(params, dst, [](float x, float g) { return gelu_f(x) * g; }); break;
-        case GGML_GLU_OP_SWIGLU: glu_impl(params, dst, [](float x, float g) { return silu_f(x) * g; }); break;
+        case GGML_GLU_OP_REGLU: glu_impl(params, dst, [](float x, float g) { return relu_f(x) * g; }, (int) ggml_fast_glu::reglu); break;
+        case GGML_GLU_OP_GEGLU: glu_impl(params, dst, [](float x, float g) { return gelu_f(x) * g; }, (int) ggml_fast_glu::geglu); break;
+        case GGML_GLU_OP_SWIGLU: glu_impl(params, dst, [](float x, float g) { return silu_f(x) * g; }, (int) ggml_fast_glu::swiglu); break;
         case GGML_GLU_OP_GEGLU_ERF:
-            glu_impl(params, dst, [](float x, float g) { return gelu_erf_f(x) * g; });
+            glu_impl(params, dst, [](float x, float g) { return gelu_erf_f(x) * g; }, (int) ggml_fast_glu::geglu_erf);
             break;
         case GGML_GLU_OP_GEGLU_QUICK:
-            glu_impl(params, dst, [](float x, float g) { return gelu_quick_f(x) * g; });
+            glu_impl(params, dst, [](float x, float g) { return gelu_quick_f(x) * g; }, (int) ggml_fast_glu::geglu_quick);
             break;
         case GGML_GLU_OP_SWIGLU_OAI: {
             const float alpha = ggml_get_op_params_f32(dst, 2);

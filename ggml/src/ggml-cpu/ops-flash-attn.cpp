@@ -11,6 +11,7 @@
 // exists; scratch is per thread in the work buffer.
 
 #include "cpu-ops.h"
+#include "ops-fast.h"
 
 #include <algorithm>
 #include <cmath>
@@ -180,8 +181,14 @@ bool ggml_cpu_flash_attn_ext_supported(const struct ggml_tensor * dst) {
 }
 
 size_t ggml_cpu_flash_attn_ext_work_size(const struct ggml_tensor * dst, int n_threads) {
-    const fa_layout l = make_layout(dst->src[0]->ne[0], dst->src[2]->ne[0]);
-    return 64 + (size_t) n_threads * (size_t) l.total * sizeof(float);
+    const fa_layout l      = make_layout(dst->src[0]->ne[0], dst->src[2]->ne[0]);
+    size_t          floats = (size_t) l.total;
+    // room for the AVX-512 kernel's scratch too (asked only where that kernel can run)
+    const ggml_cpu_features & f = ggml_cpu_get_features();
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c) {
+        floats = std::max(floats, ggml_avx512_flash_attn_floats(dst->src[0]->ne[0], dst->src[2]->ne[0]));
+    }
+    return 64 + (size_t) n_threads * floats * sizeof(float);
 }
 
 void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
@@ -208,6 +215,12 @@ void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struc
     GGML_ASSERT((max_bias <= 0.0f || mask) && "flash_attn_ext: ALiBi (max_bias > 0) needs a mask");
 
     if (Dv == 0 || n_q == 0 || n_head == 0 || S == 0) return;
+
+    if (ggml_cpu_fast_avx512(params)) {
+        GGML_ASSERT(params->wsize >= ggml_cpu_flash_attn_ext_work_size(dst, params->nth));
+        ggml_avx512_flash_attn_ext(params, dst);
+        return;
+    }
 
     const int64_t rk2 = n_head / k->ne[2], rv2 = n_head / v->ne[2]; // GQA: kv head = head / r (division)
     const int64_t rk3 = S / k->ne[3], rv3 = S / v->ne[3];

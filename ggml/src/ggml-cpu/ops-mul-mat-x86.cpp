@@ -1,10 +1,10 @@
 // ops-mul-mat-x86.cpp — fast x86 MUL_MAT: out[m][n] = sum_k x[m][k] * w[n][k] (facts 4.8), with
 // w = src0 (weights, F32/F16/BF16, packed rows), x = src1 (F32 activations, any strides).
 //
-// Paths (chosen at run time by CPU feature, see choose_path):
-//   small: M <= SMALL_M_MAX (decode-like). Dot products straight from the weight rows, vectors
-//          along K; no packing, since each weight element is used only M times. Exact F32 math
-//          (F16/BF16 weights are widened exactly).
+// Paths (chosen at run time by CPU feature, see make_plan):
+//   small: M <= SMALL_M_MAX (decode-like; 4 for BF16 weights on AVX512_BF16 CPUs). Dot products
+//          straight from the weight rows, vectors along K; no packing, since each weight element
+//          is used only M times. Exact F32 math (F16/BF16 weights are widened exactly).
 //   f32:   packed, cache-blocked GEMM with an AVX-512 FMA micro-kernel of MR x 32 outputs
 //          (MR activation rows broadcast, 32 weight columns in two zmm). F16 and BF16 weights are
 //          widened exactly to F32 while packing, so F16 weights keep full F32 precision; BF16
@@ -32,6 +32,10 @@
 
 #include "cpu-features.h"
 
+// GCC 12 reports the deliberately undefined pass-through operands inside avx512fintrin.h's own
+// masked/reduce intrinsics as maybe-uninitialized; nothing in this file reads an undefined value.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -48,7 +52,11 @@ constexpr int     AMX_MR      = 32;  // activation rows per AMX tile pair
 constexpr int64_t KC_F32      = 256; // K block, F32 elements: a 32-column panel is 32 KiB
 constexpr int64_t KC_BF16     = 512; // K block, BF16 elements: same bytes per panel
 constexpr int64_t NC_PANELS   = 16;  // weight panels per block (512 columns): 512 KiB, fits L2
-constexpr int64_t SMALL_M_MAX = 4;
+// Up to this many activation rows, dot products straight from the weight rows beat packing the
+// weights (measured, K = N = 3072): F32/F16 weights are re-read from L1/L2 per group of 4 rows;
+// BF16 weights with vdpbf16ps win from M = 5 on.
+constexpr int64_t SMALL_M_MAX      = 16;
+constexpr int64_t SMALL_M_MAX_BF16 = 4;
 constexpr size_t  ALIGN       = 64;
 
 enum class path { none, small, f32, bf16, amx };
@@ -98,7 +106,8 @@ plan make_plan(const struct ggml_tensor * dst) {
     pl.n_mats = pl.B2 * pl.B3;
     if (pl.K == 0) return pl; // the portable path writes the zeros
 
-    if (pl.M <= SMALL_M_MAX) {
+    const bool bf16_dp = a->type == GGML_TYPE_BF16 && f.avx512_bf16;
+    if (pl.M <= (bf16_dp ? SMALL_M_MAX_BF16 : SMALL_M_MAX)) {
         pl.p       = path::small;
         pl.x_bytes = b->nb[0] == sizeof(float) ? 0 : align_up((size_t) (pl.n_mats * pl.M * pl.K) * sizeof(float));
         pl.w_bytes = 0;
@@ -655,21 +664,24 @@ void gemv_small(const plan & pl, const struct ggml_compute_params * params, stru
         const char *  w_mat = (const char *) a->data + (i2 / pl.r2) * a->nb[2] + (i3 / pl.r3) * a->nb[3];
         const char *  w[4];
         for (int j = 0; j < 4; ++j) w[j] = w_mat + (n0 + std::min<int64_t>(j, nn - 1)) * a->nb[1]; // tail: repeat
-        const float * x[4];
-        for (int r = 0; r < 4; ++r) {
-            const int64_t m = std::min<int64_t>(r, pl.M - 1);
-            x[r] = packed ? (const float *) wbase + (mat * pl.M + m) * pl.K : xv.row(mat, m);
-        }
-        float out[4][4];
-        const int R = (int) pl.M;
-        switch (a->type) {
-            case GGML_TYPE_F32: dot_4xR_any<GGML_TYPE_F32>(R, pl.K, w, x, out); break;
-            case GGML_TYPE_F16: dot_4xR_any<GGML_TYPE_F16>(R, pl.K, w, x, out); break;
-            default: dot_4xR_any<GGML_TYPE_BF16>(R, pl.K, w, x, out); break;
-        }
-        for (int r = 0; r < R; ++r) {
-            float * o = ov.at(mat, r, n0);
-            for (int64_t j = 0; j < nn; ++j) o[j] = out[j][r];
+        // the 4 weight rows stay in L1/L2 while every activation row passes by
+        for (int64_t m0 = 0; m0 < pl.M; m0 += 4) {
+            const int     R = (int) std::min<int64_t>(4, pl.M - m0);
+            const float * x[4];
+            for (int r = 0; r < 4; ++r) {
+                const int64_t m = m0 + std::min(r, R - 1);
+                x[r] = packed ? (const float *) wbase + (mat * pl.M + m) * pl.K : xv.row(mat, m);
+            }
+            float out[4][4];
+            switch (a->type) {
+                case GGML_TYPE_F32: dot_4xR_any<GGML_TYPE_F32>(R, pl.K, w, x, out); break;
+                case GGML_TYPE_F16: dot_4xR_any<GGML_TYPE_F16>(R, pl.K, w, x, out); break;
+                default: dot_4xR_any<GGML_TYPE_BF16>(R, pl.K, w, x, out); break;
+            }
+            for (int r = 0; r < R; ++r) {
+                float * o = ov.at(mat, m0 + r, n0);
+                for (int64_t j = 0; j < nn; ++j) o[j] = out[j][r];
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 // E[x^2] - E[x]^2, which cancels badly when |mean| >> std. dst may alias src: every element is
 // read before (or at the same time as) it is overwritten.
 
+#include "ops-fast.h"
 #include "ops-row.h"
 
 #include <algorithm>
@@ -28,6 +29,7 @@ void norm_impl(const ggml_compute_params * params, ggml_tensor * dst) {
 
     const bool f32 = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float) &&
                      dst->nb[0] == sizeof(float);
+    const bool   fast = f32 && ggml_cpu_fast_avx512(params);
     const size_t snb0 = src->nb[0];
     const size_t dnb0 = dst->nb[0];
 
@@ -38,6 +40,13 @@ void norm_impl(const ggml_compute_params * params, ggml_tensor * dst) {
         ggml_cpu_row_coords(ir, dst->ne, &i1, &i2, &i3);
         const char * s = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
         char *       d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+
+        if (fast) {
+            if (K == norm_kind::norm) ggml_avx512_norm_row((const float *) s, (float *) d, ne0, eps);
+            else                      ggml_avx512_rms_norm_row((const float *) s, (float *) d, ne0, eps);
+            if (poll.tick(ne0)) return;
+            continue;
+        }
 
         // pass 1 (norm: mean; rms: mean of squares)
         double acc = 0.0;

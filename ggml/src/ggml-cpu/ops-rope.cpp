@@ -9,6 +9,7 @@
 // (ROPE is run in place by the allocator).
 
 #include "cpu-ops.h"
+#include "ops-fast.h"
 
 #include <algorithm>
 #include <cmath>
@@ -156,6 +157,42 @@ void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_ten
     int64_t cached_i2 = -1;
 
     const int32_t * positions = (const int32_t *) pos->data;
+
+    if (src0->type == GGML_TYPE_F32 && ggml_cpu_fast_avx512(params)) {
+        // theta_i = pos * coef_i: inverse frequency, frequency factor and YaRN mix folded into one
+        // double per dimension pair (theta_interp (1 - mix) + theta_extrap mix = theta_extrap
+        // (freq_scale (1 - mix) + mix))
+        std::vector<double> coef(half);
+        for (int i = 0; i < half; ++i) {
+            const double ff = rp.freq_factors ? (double) rp.freq_factors[i] : 1.0;
+            double       f  = (double) rp.freq_scale;
+            if (rp.ext_factor != 0.0f) {
+                const double y    = ((double) i - rp.corr_low) / std::max(0.001, (double) rp.corr_high - rp.corr_low);
+                const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
+                const double mix  = ramp * rp.ext_factor;
+                f                 = (double) rp.freq_scale * (1.0 - mix) + mix;
+            }
+            coef[i] = inv_freq[i] / ff * f;
+        }
+        double mscale = rp.attn_factor;
+        if (rp.ext_factor != 0.0f) mscale *= 1.0 + 0.1 * std::log(1.0 / (double) rp.freq_scale);
+        // NORMAL keeps an interleaved cache of n_dims entries (see ggml_avx512_rope_cache)
+        std::vector<float> cs(n_dims + 16), sn(n_dims + 16);
+        for (int64_t r = r0; r < r1; ++r) {
+            if (((r - r0) & 255) == 0 && ggml_cpu_should_abort(params)) return;
+            const int64_t i1 = r % ne1;
+            const int64_t i2 = (r / ne1) % ne2;
+            const int64_t i3 = r / (ne1 * ne2);
+            if (i2 != cached_i2) {
+                ggml_avx512_rope_cache(coef.data(), half, (double) positions[i2], (float) mscale, rp.neox, cs.data(), sn.data());
+                cached_i2 = i2;
+            }
+            const char * x = (const char *) src0->data + i1 * src0->nb[1] + i2 * src0->nb[2] + i3 * src0->nb[3];
+            char *       y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+            ggml_avx512_rope_row((const float *) x, (float *) y, ne0, n_offs, n_dims, rp.neox, cs.data(), sn.data());
+        }
+        return;
+    }
 
     for (int64_t r = r0; r < r1; ++r) {
         if (((r - r0) & 255) == 0 && ggml_cpu_should_abort(params)) return;

@@ -7,6 +7,7 @@
 // not NaN (upstream leaves that case undefined).
 
 #include "cpu-ops.h"
+#include "ops-fast.h"
 
 #include <cmath>
 
@@ -69,6 +70,7 @@ void ggml_cpu_op_soft_max(const struct ggml_compute_params * params, struct ggml
 
     int64_t r0, r1;
     ggml_cpu_split_range(nrows, params->ith, params->nth, &r0, &r1);
+    const bool fast = ggml_cpu_fast_avx512(params);
 
     for (int64_t r = r0; r < r1; ++r) {
         if (((r - r0) & 255) == 0 && ggml_cpu_should_abort(params)) return;
@@ -80,6 +82,15 @@ void ggml_cpu_op_soft_max(const struct ggml_compute_params * params, struct ggml
         const float * x = (const float *) ((const char *) src0->data + i1 * src0->nb[1] + i2 * src0->nb[2] +
                                            i3 * src0->nb[3]);
         float * y = (float *) ((char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+
+        if (fast) {
+            const void * mrow = mask ? (const char *) mask->data + i1 * mask->nb[1] + (i2 % mask->ne[2]) * mask->nb[2] +
+                                           (i3 % mask->ne[3]) * mask->nb[3]
+                                     : nullptr;
+            ggml_avx512_soft_max_row(x, y, tmp, ne00, scale, mrow, mask && mask->type == GGML_TYPE_F16,
+                                     mask ? slope_of(i2) : 1.0f, sinks ? ((const float *) sinks->data)[i2] : -INFINITY);
+            continue;
+        }
 
         float maxv = -INFINITY;
         if (mask) {

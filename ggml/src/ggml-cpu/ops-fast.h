@@ -1,0 +1,72 @@
+#pragma once
+
+// ops-fast.h — entry points of the AVX-512 fast paths (ops-*-avx512.cpp) and the run-time test
+// that selects them. The portable kernels call these only for contiguous F32 rows (and
+// F16/BF16 conversions) when ggml_cpu_fast_avx512(params) is true; everything else stays on the
+// portable path, which is also what params->use_ref forces.
+
+#include "cpu-features.h"
+#include "cpu-ops.h"
+
+#include <cstddef>
+#include <cstdint>
+
+// true when the CPU (and OS) support the AVX-512 subset the fast kernels use (F, BW, VL, FMA,
+// F16C) and the caller did not ask for the portable path. Only x86-64 builds with GCC/Clang
+// compile the fast kernels at all.
+inline bool ggml_cpu_fast_avx512(const struct ggml_compute_params * params) {
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+    static const bool ok = [] {
+        const ggml_cpu_features & f = ggml_cpu_get_features();
+        return f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c;
+    }();
+    return ok && !params->use_ref;
+#else
+    (void) params;
+    return false;
+#endif
+}
+
+// ---- elementwise rows (ops-elementwise-avx512.cpp); x, y may be the same array -------------
+enum class ggml_fast_map { scale, scale_bias, sqr, sqrt, silu, gelu, gelu_erf, gelu_quick, sigmoid, tanh, exp, relu, neg, abs };
+// y[i] = f(x[i]) (a, b: the scale op's factor and bias)
+void ggml_avx512_map_row(ggml_fast_map op, const float * x, float * y, int64_t n, float a, float b);
+
+enum class ggml_fast_glu { reglu, geglu, swiglu, geglu_erf, geglu_quick };
+// y[i] = f(x[i]) * g[i]
+void ggml_avx512_glu_row(ggml_fast_glu op, const float * x, const float * g, float * y, int64_t n);
+
+enum class ggml_fast_bin { add, sub, mul, div };
+// d[i] = a[i] op b[i]; with b_scalar, b[0] for every i
+void ggml_avx512_binary_row(ggml_fast_bin op, const float * a, const float * b, float * d, int64_t n, bool b_scalar);
+
+// packed conversions, bit-identical to ggml_fp32_to_fp16 / ggml_fp16_to_fp32 / ggml_fp32_to_bf16
+void ggml_avx512_f32_to_f16(const float * x, uint16_t * y, int64_t n);
+void ggml_avx512_f16_to_f32(const uint16_t * x, float * y, int64_t n);
+void ggml_avx512_f32_to_bf16(const float * x, uint16_t * y, int64_t n);
+void ggml_avx512_bf16_to_f32(const uint16_t * x, float * y, int64_t n);
+
+// ---- row ops (ops-rows-avx512.cpp) -----------------------------------------------------------
+// rms_norm / norm of one packed row (statistics in double, like the portable kernel)
+void ggml_avx512_rms_norm_row(const float * x, float * y, int64_t n, float eps);
+void ggml_avx512_norm_row(const float * x, float * y, int64_t n, float eps);
+
+// soft_max of one row: y = softmax(x*scale + slope*mask) with an optional extra sink logit
+// (-inf: none). mask: nullptr, F32 or F16 (mask_f16). tmp: n floats of scratch; y may alias x.
+void ggml_avx512_soft_max_row(const float * x, float * y, float * tmp, int64_t n, float scale, const void * mask,
+                              bool mask_f16, float slope, float sink);
+
+// rope: cos/sin cache for one position. theta_i = pos * coef[i] (coef already holds the inverse
+// frequency, frequency factor and YaRN mix); values are multiplied by mscale. NEOX: cs[i], sn[i]
+// for i < half. NORMAL: interleaved for the pair layout, cs[2i] = cs[2i+1] = cos_i,
+// sn[2i] = -sin_i, sn[2i+1] = +sin_i.
+void ggml_avx512_rope_cache(const double * coef, int half, double pos, float mscale, bool neox, float * cs, float * sn);
+// rotate one packed F32 row using a cache built for the same mode; y may alias x
+void ggml_avx512_rope_row(const float * x, float * y, int64_t ne0, int n_offs, int n_dims, bool neox, const float * cs,
+                          const float * sn);
+
+// ---- flash attention (ops-flash-attn-avx512.cpp) ----------------------------------------------
+// Per-thread scratch of the fast kernel, in floats (plus 64-byte alignment slack by the caller).
+size_t ggml_avx512_flash_attn_floats(int64_t D, int64_t Dv);
+// Whole op on this thread's share (same contract as ggml_cpu_op_flash_attn_ext).
+void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst);

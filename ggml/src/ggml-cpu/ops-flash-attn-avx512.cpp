@@ -1,0 +1,349 @@
+// ops-flash-attn-avx512.cpp — AVX-512 FLASH_ATTN_EXT (same semantics as ops-flash-attn.cpp).
+//
+// Blocked online softmax with the query tile held TRANSPOSED, so that every vector holds one
+// quantity for 16 queries:
+//   Qt[d][i]  (D x QBS)   the tile's queries, i along the vector
+//   St[j][i]  (KB x QBS)  scores of kv row j for all queries: sum_d K[j][d] * Qt[d][i]
+//                         (broadcast of one K element times a Q vector: no horizontal sums)
+//   Ot[d][i]  (Dv x QBS)  output accumulator: sum_j V[j][d] * Pt[j][i]
+// The running max / normaliser of the online softmax are then plain per-lane vector operations.
+// K and V blocks are widened once per (tile, block) into row-major F32 scratch (F16C for F16,
+// shifts for BF16) and reused by all QBS queries of the tile. Products and accumulation are F32
+// FMAs; exp is avx512::v_exp (1 ulp).
+
+#include "ops-fast.h"
+
+#include <cmath>
+#include <cstring>
+
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+
+#include "vec-avx512.h" // last: switches the rest of this file to the AVX-512 target
+
+using namespace avx512;
+
+namespace {
+
+constexpr int64_t QBS_MAX = 64; // queries per tile (4 vectors)
+constexpr int64_t KB      = 64; // kv rows per block
+constexpr int     NJ      = 4;  // kv rows per register tile of the score kernel
+constexpr int     ND      = 4;  // output dims per register tile of the value kernel
+
+// Local helpers instead of std::min / std::fill: template instantiations made after the target
+// switch could be merged by the linker with the portable files' copies.
+inline int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+inline int64_t min_i(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
+inline void    fill0(float * p, int64_t n) { memset(p, 0, (size_t) n * sizeof(float)); }
+
+struct layout {
+    int64_t ldk, ldv; // row strides of the widened K / V blocks
+    int64_t off_qt, off_k, off_v, off_st, off_mt, off_ot, off_m, off_l;
+    int64_t total;
+};
+
+layout make_layout(int64_t D, int64_t Dv) {
+    layout l;
+    l.ldk    = round_up(max_i(D, 1), 16);
+    l.ldv    = round_up(max_i(Dv, 1), 16);
+    l.off_qt = 0;
+    l.off_k  = l.off_qt + D * QBS_MAX;
+    l.off_v  = l.off_k + KB * l.ldk;
+    l.off_st = l.off_v + KB * l.ldv;
+    l.off_mt = l.off_st + KB * QBS_MAX;
+    l.off_ot = l.off_mt + KB * QBS_MAX;
+    l.off_m  = l.off_ot + round_up(Dv, ND) * QBS_MAX;
+    l.off_l  = l.off_m + QBS_MAX;
+    l.total  = round_up(l.off_l + QBS_MAX, 16);
+    return l;
+}
+
+float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
+    if (max_bias <= 0.0f) return 1.0f;
+    const uint32_t n_log2 = 1u << (uint32_t) std::floor(std::log2((double) n_head));
+    const float    m0     = std::pow(2.0f, -max_bias / (float) n_log2);
+    const float    m1     = std::pow(2.0f, -(max_bias / 2.0f) / (float) n_log2);
+    return (uint32_t) h < n_log2 ? std::pow(m0, (float) (h + 1)) : std::pow(m1, (float) (2 * (h - n_log2) + 1));
+}
+
+// n elements of a row of `type` -> F32, zero-padded to `pad` elements
+void widen(enum ggml_type type, const void * src, float * dst, int64_t n, int64_t pad) {
+    int64_t i = 0;
+    switch (type) {
+        case GGML_TYPE_F32:
+            for (; i < n; i += 16) {
+                const __mmask16 m = tail_mask(n - i);
+                _mm512_storeu_ps(dst + i, load((const float *) src + i, m));
+            }
+            break;
+        case GGML_TYPE_F16:
+            for (; i < n; i += 16) {
+                const __mmask16 m = tail_mask(n - i);
+                _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(load_h((const uint16_t *) src + i, m)));
+            }
+            break;
+        case GGML_TYPE_BF16:
+            for (; i < n; i += 16) {
+                const __mmask16 m = tail_mask(n - i);
+                _mm512_storeu_ps(dst + i, bf16_to_f32(load_h((const uint16_t *) src + i, m)));
+            }
+            break;
+        default: GGML_ABORT("flash_attn_ext: unsupported type %d", (int) type);
+    }
+    for (; i < pad; i += 16) _mm512_storeu_ps(dst + i, _mm512_setzero_ps());
+}
+
+// St[j][0..QV*16) = sum_d K[j][d] * Qt[d][...] for j in [j0, j0 + NJ)
+template <int QV>
+inline void score_tile(const float * kb, int64_t ldk, const float * qt, int64_t ldq, int64_t D, float * st, int64_t j0) {
+    __m512 acc[NJ][QV];
+    for (int r = 0; r < NJ; ++r)
+        for (int c = 0; c < QV; ++c) acc[r][c] = _mm512_setzero_ps();
+    const float * k0 = kb + (j0 + 0) * ldk;
+    const float * k1 = kb + (j0 + 1) * ldk;
+    const float * k2 = kb + (j0 + 2) * ldk;
+    const float * k3 = kb + (j0 + 3) * ldk;
+    for (int64_t d = 0; d < D; ++d) {
+        __m512 q[QV];
+        for (int c = 0; c < QV; ++c) q[c] = _mm512_load_ps(qt + d * ldq + 16 * c);
+        const __m512 b0 = _mm512_set1_ps(k0[d]);
+        const __m512 b1 = _mm512_set1_ps(k1[d]);
+        const __m512 b2 = _mm512_set1_ps(k2[d]);
+        const __m512 b3 = _mm512_set1_ps(k3[d]);
+        for (int c = 0; c < QV; ++c) {
+            acc[0][c] = _mm512_fmadd_ps(b0, q[c], acc[0][c]);
+            acc[1][c] = _mm512_fmadd_ps(b1, q[c], acc[1][c]);
+            acc[2][c] = _mm512_fmadd_ps(b2, q[c], acc[2][c]);
+            acc[3][c] = _mm512_fmadd_ps(b3, q[c], acc[3][c]);
+        }
+    }
+    for (int r = 0; r < NJ; ++r)
+        for (int c = 0; c < QV; ++c) _mm512_store_ps(st + (j0 + r) * ldq + 16 * c, acc[r][c]);
+}
+
+// Ot[d][...] = Ot[d][...] * corr + sum_j V[j][d] * Pt[j][...] for d in [d0, d0 + ND)
+template <int QV>
+inline void value_tile(const float * vb, int64_t ldv, const float * pt, int64_t ldq, int64_t kb, float * ot,
+                       const __m512 * corr, int64_t d0) {
+    __m512 acc[ND][QV];
+    for (int r = 0; r < ND; ++r)
+        for (int c = 0; c < QV; ++c) acc[r][c] = _mm512_mul_ps(_mm512_load_ps(ot + (d0 + r) * ldq + 16 * c), corr[c]);
+    for (int64_t j = 0; j < kb; ++j) {
+        __m512 p[QV];
+        for (int c = 0; c < QV; ++c) p[c] = _mm512_load_ps(pt + j * ldq + 16 * c);
+        const float * v  = vb + j * ldv + d0;
+        const __m512  b0 = _mm512_set1_ps(v[0]);
+        const __m512  b1 = _mm512_set1_ps(v[1]);
+        const __m512  b2 = _mm512_set1_ps(v[2]);
+        const __m512  b3 = _mm512_set1_ps(v[3]);
+        for (int c = 0; c < QV; ++c) {
+            acc[0][c] = _mm512_fmadd_ps(b0, p[c], acc[0][c]);
+            acc[1][c] = _mm512_fmadd_ps(b1, p[c], acc[1][c]);
+            acc[2][c] = _mm512_fmadd_ps(b2, p[c], acc[2][c]);
+            acc[3][c] = _mm512_fmadd_ps(b3, p[c], acc[3][c]);
+        }
+    }
+    for (int r = 0; r < ND; ++r)
+        for (int c = 0; c < QV; ++c) _mm512_store_ps(ot + (d0 + r) * ldq + 16 * c, acc[r][c]);
+}
+
+struct fa_args {
+    const ggml_tensor *q, *k, *v, *mask, *sinks, *dst;
+    float              scale, max_bias, softcap;
+    int64_t            D, Dv, n_q, n_head, S, n_kv, rk2, rv2, rk3, rv3;
+};
+
+// One tile: queries [iq0, iq0 + nq) of head h, sequence s.
+template <int QV>
+void run_tile(const fa_args & a, const layout & l, float * ws, int64_t h, int64_t s, int64_t iq0, int64_t nq) {
+    constexpr int64_t QBS = QV * 16;
+    const int64_t     D = a.D, Dv = a.Dv;
+    float *           qt = ws + l.off_qt;
+    float *           kf = ws + l.off_k;
+    float *           vf = ws + l.off_v;
+    float *           st = ws + l.off_st;
+    float *           mt = ws + l.off_mt;
+    float *           ot = ws + l.off_ot;
+    float *           mx = ws + l.off_m;
+    float *           sm = ws + l.off_l;
+
+    // transposed queries (missing queries of a short tile are zeros and never stored)
+    {
+        float row[4096 + 16];
+        float * tmp = D <= 4096 ? row : nullptr;
+        for (int64_t i = 0; i < QBS; ++i) {
+            if (i < nq) {
+                const char * src = (const char *) a.q->data + (iq0 + i) * a.q->nb[1] + h * a.q->nb[2] + s * a.q->nb[3];
+                if (tmp) {
+                    widen(a.q->type, src, tmp, D, D);
+                    for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = tmp[d];
+                } else {
+                    for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = ggml_load_f32(a.q->type, src + d * ggml_type_size(a.q->type));
+                }
+            } else {
+                for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = 0.0f;
+            }
+        }
+    }
+    const int64_t dv_pad = round_up(Dv, ND);
+    fill0(ot, dv_pad * QBS);
+    for (int c = 0; c < QV; ++c) {
+        _mm512_store_ps(mx + 16 * c, _mm512_set1_ps(-INFINITY));
+        _mm512_store_ps(sm + 16 * c, _mm512_setzero_ps());
+    }
+
+    const char * kbase = (const char *) a.k->data + (h / a.rk2) * a.k->nb[2] + (s / a.rk3) * a.k->nb[3];
+    const char * vbase = (const char *) a.v->data + (h / a.rv2) * a.v->nb[2] + (s / a.rv3) * a.v->nb[3];
+    const char * mbase = a.mask ? (const char *) a.mask->data + (h % a.mask->ne[2]) * a.mask->nb[2] +
+                                      (s % a.mask->ne[3]) * a.mask->nb[3]
+                                : nullptr;
+    const float  slope   = a.mask ? alibi_slope(a.max_bias, h, a.n_head) : 1.0f;
+    const __m512 vscale  = _mm512_set1_ps(a.scale);
+    const bool   softcap = a.softcap != 0.0f;
+    const __m512 vcap    = _mm512_set1_ps(a.softcap);
+    const __m512 vicap   = _mm512_set1_ps(softcap ? 1.0f / a.softcap : 0.0f);
+
+    for (int64_t j0 = 0; j0 < a.n_kv; j0 += KB) {
+        const int64_t kb  = min_i(KB, a.n_kv - j0);
+        const int64_t kbp = round_up(kb, NJ);
+
+        // transposed slope*mask; a block no query of the tile can see is skipped whole
+        if (mbase) {
+            bool any = false;
+            for (int64_t i = 0; i < nq; ++i) {
+                const char * row = mbase + (iq0 + i) * a.mask->nb[1];
+                for (int64_t j = 0; j < kb; ++j) {
+                    const float m = a.mask->type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) row)[j0 + j])
+                                                                  : ((const float *) row)[j0 + j];
+                    const float v = slope * m;
+                    mt[j * QBS + i] = v;
+                    any |= v != -INFINITY;
+                }
+            }
+            if (!any) continue;
+        }
+
+        for (int64_t j = 0; j < kbp; ++j) {
+            if (j < kb) widen(a.k->type, kbase + (j0 + j) * a.k->nb[1], kf + j * l.ldk, D, D);
+            else        fill0(kf + j * l.ldk, D);
+        }
+        for (int64_t j = 0; j < kbp; j += NJ) score_tile<QV>(kf, l.ldk, qt, QBS, D, st, j);
+
+        // scores -> probabilities, per lane (query) online softmax
+        __m512 corr[QV];
+        bool   live = false;
+        for (int c = 0; c < QV; ++c) {
+            __m512 bm = _mm512_set1_ps(-INFINITY);
+            for (int64_t j = 0; j < kb; ++j) {
+                float * p = st + j * QBS + 16 * c;
+                __m512  x = _mm512_mul_ps(_mm512_load_ps(p), vscale);
+                if (softcap) x = _mm512_mul_ps(vcap, v_tanh(_mm512_mul_ps(x, vicap)));
+                if (mbase) x = _mm512_add_ps(x, _mm512_load_ps(mt + j * QBS + 16 * c)); // lanes >= nq: unused
+                _mm512_store_ps(p, x);
+                bm = _mm512_max_ps(bm, x);
+            }
+            const __m512    mold  = _mm512_load_ps(mx + 16 * c);
+            const __m512    mnew  = _mm512_max_ps(mold, bm);
+            const __mmask16 dead  = _mm512_cmp_ps_mask(mnew, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+            live |= dead != 0xFFFF;
+            // lanes that have seen nothing yet use 0 as the max: every exp is then of -inf -> 0
+            const __m512    muse  = _mm512_mask_blend_ps(dead, mnew, _mm512_setzero_ps());
+            corr[c]               = v_exp(_mm512_sub_ps(mold, muse));
+            __m512          lsum  = _mm512_setzero_ps();
+            for (int64_t j = 0; j < kb; ++j) {
+                float *      p = st + j * QBS + 16 * c;
+                const __m512 e = v_exp(_mm512_sub_ps(_mm512_load_ps(p), muse));
+                _mm512_store_ps(p, e);
+                lsum = _mm512_add_ps(lsum, e);
+            }
+            for (int64_t j = kb; j < kbp; ++j) _mm512_store_ps(st + j * QBS + 16 * c, _mm512_setzero_ps());
+            _mm512_store_ps(mx + 16 * c, mnew);
+            _mm512_store_ps(sm + 16 * c, _mm512_fmadd_ps(_mm512_load_ps(sm + 16 * c), corr[c], lsum));
+        }
+        if (!live) continue;
+
+        for (int64_t j = 0; j < kbp; ++j) {
+            if (j < kb) widen(a.v->type, vbase + (j0 + j) * a.v->nb[1], vf + j * l.ldv, Dv, dv_pad);
+            else        fill0(vf + j * l.ldv, dv_pad);
+        }
+        for (int64_t d0 = 0; d0 < dv_pad; d0 += ND) value_tile<QV>(vf, l.ldv, st, QBS, kbp, ot, corr, d0);
+    }
+
+    // normalise (with the optional sink logit) and store each query's row
+    for (int64_t i = 0; i < nq; ++i) {
+        float m   = mx[i];
+        float sum = sm[i];
+        float r   = 1.0f;
+        if (a.sinks && ((const float *) a.sinks->data)[h] != -INFINITY) {
+            const float sv = ((const float *) a.sinks->data)[h];
+            if (sv > m) {
+                r   = m == -INFINITY ? 0.0f : std::exp(m - sv);
+                sum *= r;
+                m   = sv;
+            }
+            sum += std::exp(sv - m);
+        }
+        const float inv = sum > 0.0f ? r / sum : 0.0f;
+        float *     out = (float *) ((char *) a.dst->data + h * a.dst->nb[1] + (iq0 + i) * a.dst->nb[2] + s * a.dst->nb[3]);
+        for (int64_t d = 0; d < Dv; ++d) out[d] = ot[d * QBS + i] * inv;
+    }
+}
+
+} // namespace
+
+size_t ggml_avx512_flash_attn_floats(int64_t D, int64_t Dv) { return (size_t) make_layout(D, Dv).total; }
+
+void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    fa_args a;
+    a.q = dst->src[0];
+    a.k = dst->src[1];
+    a.v = dst->src[2];
+    a.mask = dst->src[3];
+    a.sinks = dst->src[4];
+    a.dst = dst;
+    a.scale    = ggml_get_op_params_f32(dst, 0);
+    a.max_bias = ggml_get_op_params_f32(dst, 1);
+    a.softcap  = ggml_get_op_params_f32(dst, 2);
+    a.D      = a.q->ne[0];
+    a.n_q    = a.q->ne[1];
+    a.n_head = a.q->ne[2];
+    a.S      = a.q->ne[3];
+    a.n_kv   = a.k->ne[1];
+    a.Dv     = a.v->ne[0];
+    a.rk2 = a.n_head / a.k->ne[2];
+    a.rv2 = a.n_head / a.v->ne[2];
+    a.rk3 = a.S / a.k->ne[3];
+    a.rv3 = a.S / a.v->ne[3];
+
+    const layout l   = make_layout(a.D, a.Dv);
+    const int    ith = params->ith, nth = params->nth;
+    float *      ws  = (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + (size_t) ith * (size_t) l.total;
+
+    // smaller tiles when there are few (head, seq) pairs, so every thread gets work
+    int64_t qb = QBS_MAX;
+    while (qb > 16 && ((a.n_q + qb - 1) / qb) * a.n_head * a.S < 2 * (int64_t) nth) qb /= 2;
+    if (a.n_q <= 16) qb = 16;
+    const int64_t n_qt    = (a.n_q + qb - 1) / qb;
+    const int64_t n_units = n_qt * a.n_head * a.S;
+
+    int64_t u0, u1;
+    ggml_cpu_split_range(n_units, ith, nth, &u0, &u1);
+    for (int64_t u = u0; u < u1; ++u) {
+        if (ggml_cpu_should_abort(params)) return;
+        const int64_t qt  = u % n_qt;
+        const int64_t h   = (u / n_qt) % a.n_head;
+        const int64_t s   = u / (n_qt * a.n_head);
+        const int64_t iq0 = qt * qb;
+        const int64_t nq  = min_i(qb, a.n_q - iq0);
+        if (nq > 32)      run_tile<4>(a, l, ws, h, s, iq0, nq);
+        else if (nq > 16) run_tile<2>(a, l, ws, h, s, iq0, nq);
+        else              run_tile<1>(a, l, ws, h, s, iq0, nq);
+    }
+}
+
+#else
+
+size_t ggml_avx512_flash_attn_floats(int64_t, int64_t) { return 0; }
+void   ggml_avx512_flash_attn_ext(const struct ggml_compute_params *, struct ggml_tensor *) { GGML_ABORT("no AVX-512 build"); }
+
+#endif

@@ -1,0 +1,213 @@
+#pragma once
+
+// vec-avx512.h — AVX-512 vector math and conversions for the fast CPU kernels (*-avx512.cpp).
+//
+// Include this header LAST in a *-avx512.cpp file: it switches the rest of the translation unit to
+// the AVX-512 target (so the library still builds without -march=native), and anything defined
+// after it may contain AVX-512 instructions. Standard and project headers must come before it, so
+// their inline functions (shared with other translation units through the linker) stay portable.
+// Code after it runs only once ops-fast.h's ggml_cpu_fast_avx512() has said the CPU can.
+//
+// Accuracy (float inputs, measured against double over the ranges named; see the report of the
+// fastops work; "ulp" is of the float result):
+//   v_exp:     max 1 ulp (x in [-104, 89]; below -104 -> 0, above 88.73 -> inf, NaN -> NaN).
+//   v_sigmoid: max 2 ulp; v_silu / v_gelu (x * sigmoid form) add one rounding.
+//   v_tanh:    max 2 ulp (odd polynomial below |x| = 0.625, 1 - 2/(e^2|x| + 1) above).
+//   v_erfc:    relative error <= 4e-7 + |x|^2 * 6e-8 (erfc = t exp(-x^2 + P(t)), t = 1/(1 + |x|/2);
+//              the second term is the rounding of the exponent's argument), i.e. a few ulp for
+//              |x| < 4, which covers every gelu_erf input whose result is not ~0.
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
+// GCC 12's intrinsics that start from _mm512_undefined_* trip false positives
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace avx512 {
+
+// ---------------------------------------------------------------------------------------------
+// masks for row tails
+
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << n) - 1u); }
+
+inline __m512 load(const float * p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline void   store(float * p, __m512 v, __mmask16 m) { _mm512_mask_storeu_ps(p, m, v); }
+
+inline __m512 v_abs(__m512 x) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// exp: n = round(x log2 e), r = x - n ln2 (two-part ln2, |r| <= ln2/2), e^r by its degree-7
+// Taylor polynomial (truncation 5e-9 relative), result scaled by 2^n with vscalefps, which rounds
+// once and produces subnormals, 0 and inf correctly.
+
+inline __m512 v_exp(__m512 x) {
+    // min/max with the constant first: the second operand is returned for NaN, so NaN survives
+    x                = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+    x                = _mm512_max_ps(_mm512_set1_ps(-105.0f), x);
+    const __m512 n   = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512       r   = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r                = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+    __m512 p         = _mm512_set1_ps(1.0f / 5040.0f);
+    p                = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p                = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p                = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p                = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p                = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p                = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p                = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+// sigmoid from e = e^-|x|: 1/(1+e) for x >= 0, e/(1+e) for x < 0, so the negative tail keeps
+// its relative accuracy down to the subnormals instead of flushing once e^-x overflows.
+inline __m512 v_sigmoid(__m512 x) {
+    const __m512    e   = v_exp(_mm512_sub_ps(_mm512_setzero_ps(), v_abs(x)));
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512    num = _mm512_mask_blend_ps(neg, _mm512_set1_ps(1.0f), e);
+    // 1/(1+e) with 1+e in [1, 2]: vrcp14ps plus one Newton step (relative error ~2^-28) instead
+    // of a divide, which would make this the bottleneck of silu/gelu/swiglu
+    const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), e);
+    __m512       r = _mm512_rcp14_ps(d);
+    r              = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
+    return _mm512_mul_ps(num, r);
+}
+
+// x * s where s -> 0 as x -> -inf: the limit is -0, not (-inf) * 0 (matches the portable kernels).
+inline __m512 v_times_gate(__m512 x, __m512 s) {
+    const __mmask16 z = _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    return _mm512_mask_blend_ps(z, _mm512_mul_ps(x, s), _mm512_set1_ps(-0.0f));
+}
+
+inline __m512 v_silu(__m512 x) { return v_times_gate(x, v_sigmoid(x)); }
+
+// tanh-form gelu 0.5 x (1 + tanh(z)) computed as x * sigmoid(2z), which has no cancellation for
+// negative x; z = sqrt(2/pi) x (1 + 0.044715 x^2).
+inline __m512 v_gelu(__m512 x) {
+    const __m512 x2 = _mm512_mul_ps(x, x);
+    const __m512 z  = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), x),
+                                    _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x2, _mm512_set1_ps(1.0f)));
+    return v_times_gate(x, v_sigmoid(_mm512_add_ps(z, z)));
+}
+
+inline __m512 v_gelu_quick(__m512 x) { return v_times_gate(x, v_sigmoid(_mm512_mul_ps(_mm512_set1_ps(1.702f), x))); }
+
+inline __m512 v_copysign(__m512 mag, __m512 sgn) {
+    const __m512i s = _mm512_and_si512(_mm512_castps_si512(sgn), _mm512_set1_epi32((int) 0x80000000u));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), s));
+}
+
+// tanh: below |x| = 0.625 the odd polynomial x + x^3 Q(x^2) (Q: Chebyshev fit, error 1.6e-9),
+// above it 1 - 2 / (e^{2|x|} + 1), where the subtraction loses nothing (tanh >= 0.55).
+inline __m512 v_tanh(__m512 x) {
+    const __m512 ax = v_abs(x);
+    const __m512 y  = _mm512_mul_ps(x, x);
+    __m512       q  = _mm512_set1_ps(0.0022927448161781423f);
+    q               = _mm512_fmadd_ps(q, y, _mm512_set1_ps(-0.008343945515839152f));
+    q               = _mm512_fmadd_ps(q, y, _mm512_set1_ps(0.02176891865102821f));
+    q               = _mm512_fmadd_ps(q, y, _mm512_set1_ps(-0.053959259577204543f));
+    q               = _mm512_fmadd_ps(q, y, _mm512_set1_ps(0.13333303556915742f));
+    q               = _mm512_fmadd_ps(q, y, _mm512_set1_ps(-0.33333333172140362f));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(q, y), x, x);
+    const __m512 e     = v_exp(_mm512_add_ps(ax, ax));
+    const __m512 big   = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                                       _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    const __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    // NaN compares false and goes through the big branch, where it propagates
+    return _mm512_mask_blend_ps(is_small, v_copysign(big, x), small);
+}
+
+// erfc(x) for any x: for u = |x|, erfc(u) = t exp(-u^2 + P(t)) with t = 1/(1 + u/2) and P a
+// degree-9 Chebyshev fit of log(erfc(u)/t) + u^2 on t in [0.15, 1] (u <= 11.3; u is clamped to
+// 11, where erfc is already 0 in float); error of the fit 6e-8. u^2 = hi + lo exactly (FMA) and
+// e^{-hi} is applied last as its own factor, so no large exponent argument is rounded: the error
+// stays a few ulp for every u. Negative x: erfc(x) = 2 - erfc(u).
+inline __m512 v_erfc(__m512 x) {
+    const __m512 u  = _mm512_min_ps(_mm512_set1_ps(11.0f), v_abs(x)); // NaN stays NaN
+    const __m512 t  = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(u, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f)));
+    __m512       p  = _mm512_set1_ps(0.1582473977980184f);
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.75242256860797321f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.3227127633417931f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.91335193002642026f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.095678951021368733f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.090038920390589619f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.064820619939276863f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.3805130594473215f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.99932126437300389f));
+    p               = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.2654805782779573f));
+    const __m512 hi = _mm512_mul_ps(u, u);
+    const __m512 lo = _mm512_fmsub_ps(u, u, hi); // u*u - hi exactly; e^{-lo} = 1 - lo to float precision
+    const __m512 a  = _mm512_mul_ps(_mm512_mul_ps(t, v_exp(p)), _mm512_fnmadd_ps(lo, _mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)));
+    const __m512 r  = _mm512_mul_ps(a, v_exp(_mm512_sub_ps(_mm512_setzero_ps(), hi)));
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_mask_sub_ps(r, neg, _mm512_set1_ps(2.0f), r);
+}
+
+// gelu_erf(x) = 0.5 x (1 + erf(x/sqrt2)) = 0.5 x erfc(-x/sqrt2), accurate in the negative tail.
+inline __m512 v_gelu_erf(__m512 x) {
+    const __m512 s = _mm512_mul_ps(_mm512_set1_ps(0.5f), v_erfc(_mm512_mul_ps(x, _mm512_set1_ps(-0.70710678118654752f))));
+    return v_times_gate(x, s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// F16 / BF16 conversions (16 lanes). All bit-exact against ggml_fp16_to_fp32 / ggml_fp32_to_fp16 /
+// ggml_bf16_to_fp32 / ggml_fp32_to_bf16, including NaN payloads and subnormals.
+
+// binary16 -> binary32. vcvtph2ps is exact but quiets signalling NaNs; the reference keeps the
+// payload bits as they are, so NaN lanes are rebuilt by integer operations.
+inline __m512 f16_to_f32(__m256i h) {
+    const __m512    f   = _mm512_cvtph_ps(h);
+    const __m512i   w   = _mm512_cvtepu16_epi32(h);
+    const __m512i   mag = _mm512_and_si512(w, _mm512_set1_epi32(0x7FFF));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7C00));
+    if (__builtin_expect(nan == 0, 1)) return f;
+    const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x8000)), 16),
+                                         _mm512_or_si512(_mm512_set1_epi32(0x7F800000),
+                                                         _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x3FF)), 13)));
+    return _mm512_mask_blend_ps(nan, f, _mm512_castsi512_ps(bits));
+}
+
+// binary32 -> binary16, round to nearest even (vcvtps2ph with an explicit rounding mode, so
+// MXCSR does not matter; it rounds overflow to inf and produces subnormals exactly like the
+// reference). NaNs become the reference's canonical sign|0x7E00.
+inline __m256i f32_to_f16(__m512 f) {
+    __m256i         h   = _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i   mag = _mm512_and_si512(_mm512_castps_si512(f), _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7F800000));
+    if (__builtin_expect(nan == 0, 1)) return h;
+    const __m512i canon = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(f), 16), _mm512_set1_epi32(0x8000)),
+                                          _mm512_set1_epi32(0x7E00));
+    return _mm256_mask_blend_epi16(nan, h, _mm512_cvtepi32_epi16(canon));
+}
+
+inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+// binary32 -> bfloat16 by integer round-to-nearest-even, exactly the reference's formula.
+// (vcvtneps2bf16 is not used: it flushes subnormal inputs to zero.)
+inline __m256i f32_to_bf16(__m512 f) {
+    const __m512i   x   = _mm512_castps_si512(f);
+    const __m512i   lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    const __m512i   rnd = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __m512i   mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7F800000));
+    const __m512i   q   = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rnd, q));
+}
+
+inline __m256i load_h(const uint16_t * p, __mmask16 m) { return _mm256_maskz_loadu_epi16(m, p); }
+inline void    store_h(uint16_t * p, __m256i v, __mmask16 m) { _mm256_mask_storeu_epi16(p, m, v); }
+
+// ---------------------------------------------------------------------------------------------
+// reductions
+
+inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+inline float hmax(__m512 v) { return _mm512_reduce_max_ps(v); }
+
+} // namespace avx512
