@@ -37,6 +37,7 @@ struct param {
     size_t      dev_idx;
     int         n_threads; // 0: backend default (non-CPU)
     bool        vs_cpu;
+    bool        use_ref;   // CPU: force the portable kernels (the SIMD paths are the default)
     std::string name;
 };
 
@@ -52,10 +53,13 @@ std::vector<param> make_params() {
         const std::string  dn   = bops::sanitize_name(ggml_backend_dev_name(dev));
         for (size_t i = 0; i < cases.size(); i++) {
             if (cpu) {
-                for (int nt : {1, 2}) ps.push_back({i, d, nt, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt)});
+                for (int nt : {1, 2}) {
+                    ps.push_back({i, d, nt, false, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt)});
+                }
+                ps.push_back({i, d, 2, false, true, dn + "_" + cases[i].name + "_ref_t2"});
             } else {
-                ps.push_back({i, d, 0, false, dn + "_" + cases[i].name});
-                ps.push_back({i, d, 0, true, dn + "_" + cases[i].name + "_vs_CPU"});
+                ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name});
+                ps.push_back({i, d, 0, true, false, dn + "_" + cases[i].name + "_vs_CPU"});
             }
         }
     }
@@ -76,6 +80,7 @@ TEST_P(BackendOps, MatchesReference) {
         r                  = bops::run_case_vs_cpu(c, be, cpu);
         ggml_backend_free(cpu);
     } else {
+        if (p.use_ref) ggml_backend_cpu_set_use_ref(be, true);
         r = bops::run_case(c, be, p.n_threads);
     }
     ggml_backend_free(be);
