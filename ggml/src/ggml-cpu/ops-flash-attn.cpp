@@ -12,6 +12,7 @@
 
 #include "cpu-ops.h"
 #include "ops-fast.h"
+#include "portable-dot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,97 +23,15 @@ namespace {
 constexpr int64_t FA_QB_MAX = 32; // queries per tile (the planner may shrink it for parallelism); each
                                   // widened K/V block is reused by this many queries
 constexpr int64_t FA_KB     = 64; // kv rows per block
-constexpr int     FA_NR     = 4;  // register tile: kv rows
-constexpr int     FA_MR     = 2;  // register tile: queries
 constexpr int64_t FA_FALIGN = 16; // floats (64 bytes)
 
 inline int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-inline float bits_to_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-inline uint32_t f32_to_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
+using ggml_cpu_portable::dot_block;
+using ggml_cpu_portable::fp16_to_f32_inline;
 
-// Branch-free exact binary16 -> binary32 (vectorisable; the library function is out of line).
-inline float fp16_to_f32_inline(uint16_t h) {
-    const uint32_t sign  = (uint32_t) (h & 0x8000u) << 16;
-    const uint32_t e     = (h >> 10) & 0x1fu;
-    const uint32_t m     = h & 0x3ffu;
-    const uint32_t sub   = f32_to_bits((float) m * 0x1p-24f);
-    const uint32_t e31   = (uint32_t) (e == 31);
-    const uint32_t norm  = ((e + 112u + 112u * e31) << 23) | (m << 13);
-    const uint32_t zmask = 0u - (uint32_t) (e == 0);
-    return bits_to_f32(sign | (sub & zmask) | (norm & ~zmask));
-}
-
-void widen_row(enum ggml_type type, const void * src, float * dst, int64_t n) {
-    switch (type) {
-        case GGML_TYPE_F32: memcpy(dst, src, (size_t) n * sizeof(float)); break;
-        case GGML_TYPE_F16: {
-            const uint16_t * s = (const uint16_t *) src;
-            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32_inline(s[i]);
-        } break;
-        case GGML_TYPE_BF16: {
-            const uint16_t * s = (const uint16_t *) src;
-            for (int64_t i = 0; i < n; ++i) dst[i] = bits_to_f32((uint32_t) s[i] << 16);
-        } break;
-        default: GGML_ABORT("flash_attn_ext: unsupported type %d", (int) type);
-    }
-}
-
-// out[c * ldo + r] += a[r] . b[c] for r < NR, c < MR (see ops-mul-mat.cpp: the attribute lets GCC
-// keep one vector accumulator per sum, i.e. lane-wise partial sums in F32).
-template <int NR, int MR>
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("associative-math", "no-signed-zeros", "no-trapping-math")))
-#endif
-void dot_tile(const float * const * a, const float * const * b, int64_t K, float * out, int64_t ldo) {
-    float s[NR][MR] = {};
-    const float * ap[NR];
-    const float * bp[MR];
-    for (int r = 0; r < NR; ++r) ap[r] = a[r];
-    for (int c = 0; c < MR; ++c) bp[c] = b[c];
-#if defined(__clang__)
-#pragma clang loop vectorize(assume_safety)
-#endif
-    for (int64_t k = 0; k < K; ++k) {
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 4
-            for (int c = 0; c < MR; ++c) s[r][c] += ap[r][k] * bp[c][k];
-        }
-    }
-    for (int r = 0; r < NR; ++r) {
-        for (int c = 0; c < MR; ++c) out[c * ldo + r] += s[r][c];
-    }
-}
-
-using dot_tile_fn = void (*)(const float * const *, const float * const *, int64_t, float *, int64_t);
-
-template <int NR, int MR> constexpr dot_tile_fn tile_fn() { return &dot_tile<NR, MR>; }
-
-const dot_tile_fn k_tiles[FA_NR][FA_MR] = {
-    { tile_fn<1, 1>(), tile_fn<1, 2>() },
-    { tile_fn<2, 1>(), tile_fn<2, 2>() },
-    { tile_fn<3, 1>(), tile_fn<3, 2>() },
-    { tile_fn<4, 1>(), tile_fn<4, 2>() },
-};
-
-void dot_block(const float * const * a, int64_t na, const float * const * b, int64_t nb, int64_t K, float * out,
-               int64_t ldo) {
-    for (int64_t c = 0; c < nb; c += FA_MR) {
-        const int mr = (int) std::min<int64_t>(FA_MR, nb - c);
-        for (int64_t r = 0; r < na; r += FA_NR) {
-            const int nr = (int) std::min<int64_t>(FA_NR, na - r);
-            k_tiles[nr - 1][mr - 1](a + r, b + c, K, out + c * ldo + r, ldo);
-        }
-    }
+inline void widen_row(enum ggml_type type, const void * src, float * dst, int64_t n) {
+    ggml_cpu_portable::widen_row(type, src, dst, n, "flash_attn_ext");
 }
 
 // Per-thread scratch, in floats; every region starts 64-byte aligned relative to the thread base.

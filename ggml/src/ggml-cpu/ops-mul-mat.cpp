@@ -15,6 +15,7 @@
 
 #include "cpu-ops.h"
 #include "ops-mul-mat-x86.h"
+#include "portable-dot.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,10 +25,8 @@ namespace {
 constexpr int64_t MM_KC     = 256; // K chunk (elements)
 constexpr int64_t MM_NB_MAX = 16;  // weight rows per block (upper bound; the planner may shrink it)
 constexpr int64_t MM_MB_MAX = 64;  // activation rows per block
-constexpr int     MM_NR     = 4;   // register tile: weight rows
-constexpr int     MM_MR     = 2;   // register tile: activation rows
-constexpr int     MM_LANES  = 8;   // independent partial sums per dot product (lets the compiler vectorise
-                                   // without -ffast-math, which would be needed to reassociate one sum)
+constexpr int     MM_NR     = ggml_cpu_portable::DOT_NR; // register tile: weight rows
+constexpr int     MM_MR     = ggml_cpu_portable::DOT_MR; // register tile: activation rows
 constexpr size_t  MM_ALIGN  = 64;
 
 inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -36,44 +35,11 @@ inline char * align_ptr(void * p) {
     return (char *) (((uintptr_t) p + MM_ALIGN - 1) & ~(uintptr_t) (MM_ALIGN - 1));
 }
 
-inline float bits_to_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-inline uint32_t f32_to_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
+using ggml_cpu_portable::dot_block;
+using ggml_cpu_portable::fp16_to_f32_inline;
 
-// Branch-free exact binary16 -> binary32 so that widening loops vectorise (the library function
-// is an out-of-line call per element).
-inline float fp16_to_f32_inline(uint16_t h) {
-    const uint32_t sign = (uint32_t) (h & 0x8000u) << 16;
-    const uint32_t e    = (h >> 10) & 0x1fu;
-    const uint32_t m    = h & 0x3ffu;
-    const uint32_t sub   = f32_to_bits((float) m * 0x1p-24f); // subnormal (or zero): exact
-    const uint32_t e31   = (uint32_t) (e == 31);                  // inf/nan: exponent 31 -> 255
-    const uint32_t norm  = ((e + 112u + 112u * e31) << 23) | (m << 13);
-    const uint32_t zmask = 0u - (uint32_t) (e == 0);
-    // mask arithmetic instead of ?: so that the loop has no control flow and vectorises
-    return bits_to_f32(sign | (sub & zmask) | (norm & ~zmask));
-}
-
-void widen_row(enum ggml_type type, const void * src, float * dst, int64_t n) {
-    switch (type) {
-        case GGML_TYPE_F32: memcpy(dst, src, (size_t) n * sizeof(float)); break;
-        case GGML_TYPE_F16: {
-            const uint16_t * s = (const uint16_t *) src;
-            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32_inline(s[i]);
-        } break;
-        case GGML_TYPE_BF16: {
-            const uint16_t * s = (const uint16_t *) src;
-            for (int64_t i = 0; i < n; ++i) dst[i] = bits_to_f32((uint32_t) s[i] << 16);
-        } break;
-        default: GGML_ABORT("mul_mat: unsupported type %d", (int) type);
-    }
+inline void widen_row(enum ggml_type type, const void * src, float * dst, int64_t n) {
+    ggml_cpu_portable::widen_row(type, src, dst, n, "mul_mat");
 }
 
 // Strided gather for activation rows whose elements are not adjacent (nb0 != element size).
@@ -81,59 +47,6 @@ void widen_row_strided(enum ggml_type type, const char * src, size_t stride, flo
     for (int64_t i = 0; i < n; ++i) dst[i] = ggml_load_f32(type, src + (size_t) i * stride);
 }
 
-// out[c * ldo + r] += a[r] . b[c] for r < NR, c < MR, over K elements.
-//
-// NR*MR independent sums over k: GCC vectorises each into a vector accumulator only when it may
-// reassociate the sum, which is allowed here (and only here) by the attribute. The summation order
-// becomes "lane-wise partial sums, then combine" — still F32, usually more accurate than serial.
-template <int NR, int MR>
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("associative-math", "no-signed-zeros", "no-trapping-math")))
-#endif
-void dot_tile(const float * const * a, const float * const * b, int64_t K, float * out, int64_t ldo) {
-    float s[NR][MR] = {};
-    const float * ap[NR];
-    const float * bp[MR];
-    for (int r = 0; r < NR; ++r) ap[r] = a[r];
-    for (int c = 0; c < MR; ++c) bp[c] = b[c];
-#if defined(__clang__)
-#pragma clang loop vectorize(assume_safety)
-#endif
-    for (int64_t k = 0; k < K; ++k) {
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 4
-            for (int c = 0; c < MR; ++c) s[r][c] += ap[r][k] * bp[c][k];
-        }
-    }
-    for (int r = 0; r < NR; ++r) {
-        for (int c = 0; c < MR; ++c) out[c * ldo + r] += s[r][c];
-    }
-}
-
-using dot_tile_fn = void (*)(const float * const *, const float * const *, int64_t, float *, int64_t);
-
-template <int NR, int MR> constexpr dot_tile_fn tile_fn() { return &dot_tile<NR, MR>; }
-
-// [NR-1][MR-1] -> instantiation, so odd edges use exact-size tiles instead of padding
-const dot_tile_fn k_tiles[MM_NR][MM_MR] = {
-    { tile_fn<1, 1>(), tile_fn<1, 2>() },
-    { tile_fn<2, 1>(), tile_fn<2, 2>() },
-    { tile_fn<3, 1>(), tile_fn<3, 2>() },
-    { tile_fn<4, 1>(), tile_fn<4, 2>() },
-};
-
-// out[c * ldo + r] += a[r] . b[c] for r < na, c < nb.
-void dot_block(const float * const * a, int64_t na, const float * const * b, int64_t nb, int64_t K, float * out,
-               int64_t ldo) {
-    for (int64_t c = 0; c < nb; c += MM_MR) {
-        const int mr = (int) std::min<int64_t>(MM_MR, nb - c);
-        for (int64_t r = 0; r < na; r += MM_NR) {
-            const int nr = (int) std::min<int64_t>(MM_NR, na - r);
-            k_tiles[nr - 1][mr - 1](a + r, b + c, K, out + c * ldo + r, ldo);
-        }
-    }
-}
 
 bool src1_needs_conversion(const struct ggml_tensor * src1) {
     return src1->type != GGML_TYPE_F32 || src1->nb[0] != sizeof(float);
