@@ -254,17 +254,6 @@ struct node_placement {
     tensor_placement src[GGML_MAX_SRC];
 };
 
-bool same_layout(const struct ggml_tensor * a, const struct ggml_tensor * b) {
-    if (a->type != b->type) {
-        return false;
-    }
-    for (int i = 0; i < GGML_MAX_DIMS; i++) {
-        if (a->ne[i] != b->ne[i] || a->nb[i] != b->nb[i]) {
-            return false;
-        }
-    }
-    return true;
-}
 
 // Owned elsewhere (weights, user-allocated inputs): never placed or freed by the planner.
 bool is_external(const struct ggml_tensor * t) {
@@ -435,7 +424,7 @@ void ggml_gallocr::plan_tensor(struct ggml_tensor * node, int buffer_id) {
                 (parent->view_src != nullptr && (parent->view_src->flags & GGML_TENSOR_FLAG_OUTPUT))) {
                 continue;
             }
-            if (!same_layout(node, parent)) {
+            if (!ggml_are_same_layout(node, parent)) {
                 continue;
             }
             tensor_record & prec = record(parent);

@@ -336,21 +336,10 @@ void ggml_backend_tensor_get_async(ggml_backend_t backend, const struct ggml_ten
     backend->iface.get_tensor_async(backend, tensor, data, offset, size);
 }
 
-static bool same_layout(const struct ggml_tensor * a, const struct ggml_tensor * b) {
-    if (a->type != b->type) {
-        return false;
-    }
-    for (int i = 0; i < GGML_MAX_DIMS; i++) {
-        if (a->ne[i] != b->ne[i] || a->nb[i] != b->nb[i]) {
-            return false;
-        }
-    }
-    return true;
-}
 
 void ggml_backend_tensor_copy(struct ggml_tensor * src, struct ggml_tensor * dst) {
     GGML_ASSERT(src != nullptr && dst != nullptr);
-    GGML_ASSERT(same_layout(src, dst) && "cannot copy tensors with different layouts");
+    GGML_ASSERT(ggml_are_same_layout(src, dst) && "cannot copy tensors with different layouts");
     if (src == dst) {
         return;
     }
@@ -375,7 +364,7 @@ void ggml_backend_tensor_copy(struct ggml_tensor * src, struct ggml_tensor * dst
 
 void ggml_backend_tensor_copy_async(ggml_backend_t backend_src, ggml_backend_t backend_dst, struct ggml_tensor * src,
                                     struct ggml_tensor * dst) {
-    GGML_ASSERT(same_layout(src, dst) && "cannot copy tensors with different layouts");
+    GGML_ASSERT(ggml_are_same_layout(src, dst) && "cannot copy tensors with different layouts");
     if (src == dst) {
         return;
     }

@@ -154,6 +154,11 @@ static inline bool ggml_op_is_empty(enum ggml_op op) {
 // ---------------------------------------------------------------------------------------------
 // Misc shared helpers
 
+// Same type, extents and strides (what a raw byte copy or in-place reuse requires).
+static inline bool ggml_are_same_layout(const struct ggml_tensor * a, const struct ggml_tensor * b) {
+    return a->type == b->type && ggml_are_same_shape(a, b) && ggml_are_same_stride(a, b);
+}
+
 // Padded-1d: rows packed, dims 2/3 packed relative to dim 1 (row stride free).
 bool ggml_is_padded_1d(const struct ggml_tensor * t);
 
