@@ -55,52 +55,20 @@ void usage(const char * argv0) {
 }
 
 bool parse_args(int argc, char ** argv, options & o) {
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto        need_value = [&](const char * name) -> const char * {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "bench-ops: %s needs a value\n", name);
-                return nullptr;
-            }
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") {
+    bench::arg_reader r("bench-ops", argc, argv);
+    while (r.next()) {
+        if (r.is("--help") || r.is("-h")) {
             usage(argv[0]);
             exit(0);
-        } else if (a == "--smoke") {
-            o.smoke = true;
-        } else if (a == "--json") {
-            o.json = true;
-        } else if (a == "--threads") {
-            const char * v = need_value("--threads");
-            if (!v) return false;
-            char * end = nullptr;
-            long   n   = strtol(v, &end, 10);
-            if (*end || n < 1 || n > GGML_MAX_N_THREADS) {
-                fprintf(stderr, "bench-ops: --threads must be an integer in 1..%d, got '%s'\n", GGML_MAX_N_THREADS, v);
-                return false;
-            }
-            o.threads = (int) n;
-        } else if (a == "--filter") {
-            const char * v = need_value("--filter");
-            if (!v) return false;
-            o.filter = v;
-        } else if (a == "--min-time") {
-            const char * v = need_value("--min-time");
-            if (!v) return false;
-            char * end = nullptr;
-            double s   = strtod(v, &end);
-            if (*end || !(s >= 0) || s > 600) {
-                fprintf(stderr, "bench-ops: --min-time must be a number of seconds in 0..600, got '%s'\n", v);
-                return false;
-            }
-            o.min_time_s = s;
-        } else {
-            fprintf(stderr, "bench-ops: unknown argument '%s' (see --help)\n", a.c_str());
-            return false;
         }
+        if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) ||
+            r.int_opt("--threads", 1, GGML_MAX_N_THREADS, o.threads) || r.string_opt("--filter", o.filter) ||
+            r.double_opt("--min-time", 0, 600, o.min_time_s)) {
+            continue;
+        }
+        return r.unknown();
     }
-    return true;
+    return r.ok();
 }
 
 // One benchmark case: a graph with a single op node whose inputs are filled with random data.

@@ -52,38 +52,20 @@ void usage(const char * argv0) {
 }
 
 bool parse_args(int argc, char ** argv, options & o) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string a    = argv[i];
-        auto              need = [&](const char * name) -> const char * {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "bench-sched: %s needs a value\n", name);
-                return nullptr;
-            }
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") {
+    bench::arg_reader r("bench-sched", argc, argv);
+    while (r.next()) {
+        if (r.is("--help") || r.is("-h")) {
             usage(argv[0]);
             exit(0);
-        } else if (a == "--smoke") {
-            o.smoke = true;
-        } else if (a == "--json") {
-            o.json = true;
-        } else if (a == "--threads") {
-            const char * v = need("--threads");
-            if (!v || (o.threads = atoi(v)) < 1) return false;
-        } else if (a == "--nodes") {
-            const char * v = need("--nodes");
-            if (!v || (o.nodes = atoi(v)) < 3) return false;
-        } else if (a == "--min-time") {
-            const char * v = need("--min-time");
-            if (!v) return false;
-            o.min_time_s = atof(v);
-        } else {
-            fprintf(stderr, "bench-sched: unknown argument %s\n", a.c_str());
-            return false;
         }
+        if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) ||
+            r.int_opt("--threads", 1, GGML_MAX_N_THREADS, o.threads) || r.int_opt("--nodes", 3, 1000000, o.nodes) ||
+            r.double_opt("--min-time", 0, 600, o.min_time_s)) {
+            continue;
+        }
+        return r.unknown();
     }
-    return true;
+    return r.ok();
 }
 
 constexpr int64_t N = 64;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -51,6 +52,64 @@ timing time_it(const std::function<void()> & fn, int min_reps, double min_time_s
     t.best_s   = samples.front();
     t.median_s = samples[samples.size() / 2];
     return t;
+}
+
+bool arg_reader::flag(const char * name, bool & out) {
+    if (!is(name)) return false;
+    out = true;
+    return true;
+}
+
+const char * arg_reader::value(const char * name) {
+    if (i_ + 1 >= argc_) {
+        fprintf(stderr, "%s: %s needs a value\n", prog_, name);
+        ok_ = false;
+        return nullptr;
+    }
+    return argv_[++i_];
+}
+
+bool arg_reader::int_opt(const char * name, long lo, long hi, int & out) {
+    if (!is(name)) return false;
+    const char * v = value(name);
+    if (!v) return true;
+    char * end = nullptr;
+    long   n   = strtol(v, &end, 10);
+    if (end == v || *end || n < lo || n > hi) {
+        fprintf(stderr, "%s: %s must be an integer in %ld..%ld, got '%s'\n", prog_, name, lo, hi, v);
+        ok_ = false;
+        return true;
+    }
+    out = (int) n;
+    return true;
+}
+
+bool arg_reader::double_opt(const char * name, double lo, double hi, double & out) {
+    if (!is(name)) return false;
+    const char * v = value(name);
+    if (!v) return true;
+    char * end = nullptr;
+    double d   = strtod(v, &end);
+    if (end == v || *end || !(d >= lo && d <= hi)) {
+        fprintf(stderr, "%s: %s must be a number in %g..%g, got '%s'\n", prog_, name, lo, hi, v);
+        ok_ = false;
+        return true;
+    }
+    out = d;
+    return true;
+}
+
+bool arg_reader::string_opt(const char * name, std::string & out) {
+    if (!is(name)) return false;
+    const char * v = value(name);
+    if (v) out = v;
+    return true;
+}
+
+bool arg_reader::unknown() {
+    fprintf(stderr, "%s: unknown argument '%s' (see --help)\n", prog_, argv_[i_]);
+    ok_ = false;
+    return false;
 }
 
 static double rate(const row & r, double seconds) {

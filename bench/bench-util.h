@@ -33,6 +33,39 @@ struct row {
     timing      base;            // baseline timing measured in the same run
 };
 
+// Command-line reading shared by the benchmarks: every option with a value is validated and a
+// bad one gets a one-line message naming the program and the option.
+//   bench::arg_reader r("bench-x", argc, argv);
+//   while (r.next()) {
+//       if (r.flag("--smoke", o.smoke)) continue;
+//       if (r.int_opt("--threads", 1, 512, o.threads)) continue;
+//       return r.unknown();
+//   }
+//   return r.ok();
+class arg_reader {
+  public:
+    arg_reader(const char * prog, int argc, char ** argv) : prog_(prog), argc_(argc), argv_(argv) {}
+
+    bool next() { return ok_ && ++i_ < argc_; }
+    bool is(const char * name) const { return arg() == name; }
+    bool flag(const char * name, bool & out);
+    bool int_opt(const char * name, long lo, long hi, int & out);
+    bool double_opt(const char * name, double lo, double hi, double & out);
+    bool string_opt(const char * name, std::string & out);
+    bool unknown(); // reports the current argument as unknown; returns false
+    bool ok() const { return ok_; }
+
+  private:
+    std::string  arg() const { return argv_[i_]; }
+    const char * value(const char * name); // the next argument, or NULL with a message
+
+    const char * prog_;
+    int          argc_;
+    char **      argv_;
+    int          i_  = 0;
+    bool         ok_ = true;
+};
+
 void print_table_header();
 void print_row(const row & r);
 void print_json(const row & r);
