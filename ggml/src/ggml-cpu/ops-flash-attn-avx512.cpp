@@ -6,10 +6,25 @@
 //   St[j][i]  (KB x QBS)  scores of kv row j for all queries: sum_d K[j][d] * Qt[d][i]
 //                         (broadcast of one K element times a Q vector: no horizontal sums)
 //   Ot[d][i]  (Dv x QBS)  output accumulator: sum_j V[j][d] * Pt[j][i]
-// The running max / normaliser of the online softmax are then plain per-lane vector operations.
-// K and V blocks are widened once per (tile, block) into row-major F32 scratch (F16C for F16,
-// shifts for BF16) and reused by all QBS queries of the tile. Products and accumulation are F32
-// FMAs; exp is avx512::v_exp (1 ulp).
+// The running max / normaliser of the online softmax are then plain per-lane vector operations
+// in F32; exp is avx512::v_exp (1 ulp).
+//
+// Two product kernels:
+//  * F32 path (F32 K or V, or a CPU without AVX512_BF16): K and V blocks are widened once per
+//    (tile, block) into row-major F32 scratch and reused by all QBS queries; products and
+//    accumulation are exact F32 FMAs.
+//  * BF16 path (K and V both F16 or BF16, CPU with AVX512_BF16): Q.K^T and P.V use vdpbf16ps,
+//    whose lanes multiply PAIRS of bf16 and accumulate in F32. So every product operand is
+//    rounded to bf16 once: Q rows when the tile is built, K/V blocks when they are converted
+//    (F16 -> bf16; BF16 data is used as is), and the probabilities P in [0, 1] before P.V.
+//    PRECISION: each operand of each product has relative error <= 2^-9 (round to nearest even;
+//    vcvtneps2bf16 and vdpbf16ps also treat subnormals as zero, an absolute error < 1.2e-38);
+//    the products are exact and accumulated in F32 (vdpbf16ps rounds like two F32 adds). The
+//    softmax normaliser sums the ROUNDED probabilities, so the output stays an exact convex
+//    combination of the (rounded) V rows. Layouts for vdpbf16ps: Qp[d/2][i] holds the pair
+//    (Q[i][d], Q[i][d+1]) in lane i and K rows stay row-major (a pair of consecutive K elements is
+//    one 32-bit broadcast); for P.V the pairs run along kv: Pp[j/2][i] = (P[j][i], P[j+1][i]) and
+//    Vp[j/2][d] = (V[j][d], V[j+1][d]).
 
 #include "ops-fast.h"
 
@@ -19,6 +34,12 @@
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
 
 #include "vec-avx512.h" // last: switches the rest of this file to the AVX-512 target
+
+#if defined(__GNUC__) && !defined(__clang__)
+// the BF16 kernels also need vdpbf16ps / vcvtneps2bf16; they run only when the CPU reports
+// AVX512_BF16 (checked in ggml_avx512_flash_attn_ext)
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c,avx512bf16")
+#endif
 
 using namespace avx512;
 
@@ -38,7 +59,7 @@ inline void    fill0(float * p, int64_t n) { memset(p, 0, (size_t) n * sizeof(fl
 
 struct layout {
     int64_t ldk, ldv; // row strides of the widened K / V blocks
-    int64_t off_qt, off_k, off_v, off_st, off_mt, off_ot, off_m, off_l;
+    int64_t off_qt, off_k, off_v, off_st, off_mt, off_ot, off_m, off_l, off_pp;
     int64_t total;
 };
 
@@ -54,7 +75,8 @@ layout make_layout(int64_t D, int64_t Dv) {
     l.off_ot = l.off_mt + KB * QBS_MAX;
     l.off_m  = l.off_ot + round_up(Dv, ND) * QBS_MAX;
     l.off_l  = l.off_m + QBS_MAX;
-    l.total  = round_up(l.off_l + QBS_MAX, 16);
+    l.off_pp = l.off_l + QBS_MAX;
+    l.total  = round_up(l.off_pp + KB / 2 * QBS_MAX, 16);
     return l;
 }
 
@@ -147,14 +169,103 @@ inline void value_tile(const float * vb, int64_t ldv, const float * pt, int64_t 
         for (int c = 0; c < QV; ++c) _mm512_store_ps(ot + (d0 + r) * ldq + 16 * c, acc[r][c]);
 }
 
+
+// ---- BF16 path -------------------------------------------------------------------------------
+
+inline __m512bh as_bh(__m512i v) { return (__m512bh) v; }
+
+// 16 floats -> 16 bf16 (RNE), zero-extended into 32-bit lanes
+inline __m512i bf16_lanes(__m512 v) { return _mm512_cvtepu16_epi32((__m256i) _mm512_cvtneps_pbh(v)); }
+
+// n elements of a K row (F16 or BF16) -> bf16, zero-padded to `pad` (a multiple of 16) elements
+void to_bf16(enum ggml_type type, const void * src, uint16_t * dst, int64_t n, int64_t pad) {
+    int64_t i = 0;
+    if (type == GGML_TYPE_F16) {
+        for (; i < n; i += 16) {
+            const __mmask16 m = tail_mask(n - i);
+            _mm256_storeu_si256((__m256i *) (dst + i), (__m256i) _mm512_cvtneps_pbh(_mm512_cvtph_ps(load_h((const uint16_t *) src + i, m))));
+        }
+    } else {
+        for (; i < n; i += 16) {
+            const __mmask16 m = tail_mask(n - i);
+            _mm256_storeu_si256((__m256i *) (dst + i), load_h((const uint16_t *) src + i, m));
+        }
+    }
+    for (; i < pad; i += 16) _mm256_storeu_si256((__m256i *) (dst + i), _mm256_setzero_si256());
+}
+
+// 16 elements of a V row (F16 or BF16) from element d, as bf16 in 32-bit lanes (0 past n)
+inline __m512i v_lanes(enum ggml_type type, const void * row, int64_t d, int64_t n) {
+    if (d >= n) return _mm512_setzero_si512();
+    const __m256i h = load_h((const uint16_t *) row + d, tail_mask(n - d));
+    if (type == GGML_TYPE_F16) return bf16_lanes(_mm512_cvtph_ps(h));
+    return _mm512_cvtepu16_epi32(h);
+}
+
+// St[j][0..QV*16) = sum_d K[j][d] * Q[d][...] for j in [j0, j0 + NJ); kb: bf16 rows, qp: pairs
+template <int QV>
+inline void score_tile_bf(const uint16_t * kb, int64_t ldk, const uint32_t * qp, int64_t ldq, int64_t D2, float * st,
+                          int64_t j0) {
+    __m512 acc[NJ][QV];
+    for (int r = 0; r < NJ; ++r)
+        for (int c = 0; c < QV; ++c) acc[r][c] = _mm512_setzero_ps();
+    const uint32_t * k0 = (const uint32_t *) (kb + (j0 + 0) * ldk);
+    const uint32_t * k1 = (const uint32_t *) (kb + (j0 + 1) * ldk);
+    const uint32_t * k2 = (const uint32_t *) (kb + (j0 + 2) * ldk);
+    const uint32_t * k3 = (const uint32_t *) (kb + (j0 + 3) * ldk);
+    for (int64_t d = 0; d < D2; ++d) {
+        __m512bh q[QV];
+        for (int c = 0; c < QV; ++c) q[c] = as_bh(_mm512_load_si512(qp + d * ldq + 16 * c));
+        const __m512bh b0 = as_bh(_mm512_set1_epi32((int) k0[d]));
+        const __m512bh b1 = as_bh(_mm512_set1_epi32((int) k1[d]));
+        const __m512bh b2 = as_bh(_mm512_set1_epi32((int) k2[d]));
+        const __m512bh b3 = as_bh(_mm512_set1_epi32((int) k3[d]));
+        for (int c = 0; c < QV; ++c) {
+            acc[0][c] = _mm512_dpbf16_ps(acc[0][c], b0, q[c]);
+            acc[1][c] = _mm512_dpbf16_ps(acc[1][c], b1, q[c]);
+            acc[2][c] = _mm512_dpbf16_ps(acc[2][c], b2, q[c]);
+            acc[3][c] = _mm512_dpbf16_ps(acc[3][c], b3, q[c]);
+        }
+    }
+    for (int r = 0; r < NJ; ++r)
+        for (int c = 0; c < QV; ++c) _mm512_store_ps(st + (j0 + r) * ldq + 16 * c, acc[r][c]);
+}
+
+// Ot[d][...] = Ot[d][...] * corr + sum_j V[j][d] * P[j][...] for d in [d0, d0 + ND); vp, pp: pairs along j
+template <int QV>
+inline void value_tile_bf(const uint32_t * vp, int64_t ldv, const uint32_t * pp, int64_t ldq, int64_t kb2, float * ot,
+                          const __m512 * corr, int64_t d0) {
+    __m512 acc[ND][QV];
+    for (int r = 0; r < ND; ++r)
+        for (int c = 0; c < QV; ++c) acc[r][c] = _mm512_mul_ps(_mm512_load_ps(ot + (d0 + r) * ldq + 16 * c), corr[c]);
+    for (int64_t j = 0; j < kb2; ++j) {
+        __m512bh p[QV];
+        for (int c = 0; c < QV; ++c) p[c] = as_bh(_mm512_load_si512(pp + j * ldq + 16 * c));
+        const uint32_t * v  = vp + j * ldv + d0;
+        const __m512bh   b0 = as_bh(_mm512_set1_epi32((int) v[0]));
+        const __m512bh   b1 = as_bh(_mm512_set1_epi32((int) v[1]));
+        const __m512bh   b2 = as_bh(_mm512_set1_epi32((int) v[2]));
+        const __m512bh   b3 = as_bh(_mm512_set1_epi32((int) v[3]));
+        for (int c = 0; c < QV; ++c) {
+            acc[0][c] = _mm512_dpbf16_ps(acc[0][c], b0, p[c]);
+            acc[1][c] = _mm512_dpbf16_ps(acc[1][c], b1, p[c]);
+            acc[2][c] = _mm512_dpbf16_ps(acc[2][c], b2, p[c]);
+            acc[3][c] = _mm512_dpbf16_ps(acc[3][c], b3, p[c]);
+        }
+    }
+    for (int r = 0; r < ND; ++r)
+        for (int c = 0; c < QV; ++c) _mm512_store_ps(ot + (d0 + r) * ldq + 16 * c, acc[r][c]);
+}
+
 struct fa_args {
     const ggml_tensor *q, *k, *v, *mask, *sinks, *dst;
     float              scale, max_bias, softcap;
     int64_t            D, Dv, n_q, n_head, S, n_kv, rk2, rv2, rk3, rv3;
 };
 
-// One tile: queries [iq0, iq0 + nq) of head h, sequence s.
-template <int QV>
+// One tile: queries [iq0, iq0 + nq) of head h, sequence s. BF: the bf16 product kernels (K and V
+// are F16/BF16, D <= 4096).
+template <int QV, bool BF>
 void run_tile(const fa_args & a, const layout & l, float * ws, int64_t h, int64_t s, int64_t iq0, int64_t nq) {
     constexpr int64_t QBS = QV * 16;
     const int64_t     D = a.D, Dv = a.Dv;
@@ -166,9 +277,33 @@ void run_tile(const fa_args & a, const layout & l, float * ws, int64_t h, int64_
     float *           ot = ws + l.off_ot;
     float *           mx = ws + l.off_m;
     float *           sm = ws + l.off_l;
+    // BF16 path: the same regions hold the bf16 operands (each fits in its F32 counterpart)
+    uint32_t *        qp    = (uint32_t *) qt;
+    uint16_t *        kh    = (uint16_t *) kf;
+    uint32_t *        vp    = (uint32_t *) vf;
+    uint32_t *        pp    = (uint32_t *) (ws + l.off_pp);
+    const int64_t     D2    = (D + 1) / 2;
+    const int64_t     ldkh  = round_up(max_i(D, 1), 32);
+    const int64_t     dvpad = round_up(Dv, ND);
+    const int64_t     ldvp  = round_up(dvpad, 16);
 
     // transposed queries (missing queries of a short tile are zeros and never stored)
-    {
+    if (BF) {
+        // bf16 pairs: lane i of Qp[d/2] is (Q[i][d], Q[i][d+1]); an odd D gets a zero partner
+        alignas(64) float    row[4096 + 16];
+        alignas(64) uint32_t pr[2048 + 8];
+        for (int64_t i = 0; i < QBS; ++i) {
+            if (i < nq) {
+                const char * src = (const char *) a.q->data + (iq0 + i) * a.q->nb[1] + h * a.q->nb[2] + s * a.q->nb[3];
+                widen(a.q->type, src, row, D, D); // zero-filled to a multiple of 16
+                for (int64_t d = 0; d < D; d += 16)
+                    _mm256_store_si256((__m256i *) (pr + d / 2), (__m256i) _mm512_cvtneps_pbh(_mm512_load_ps(row + d)));
+                for (int64_t d = 0; d < D2; ++d) qp[d * QBS + i] = pr[d];
+            } else {
+                for (int64_t d = 0; d < D2; ++d) qp[d * QBS + i] = 0;
+            }
+        }
+    } else {
         float row[4096 + 16];
         float * tmp = D <= 4096 ? row : nullptr;
         for (int64_t i = 0; i < QBS; ++i) {
@@ -223,11 +358,19 @@ void run_tile(const fa_args & a, const layout & l, float * ws, int64_t h, int64_
             if (!any) continue;
         }
 
-        for (int64_t j = 0; j < kbp; ++j) {
-            if (j < kb) widen(a.k->type, kbase + (j0 + j) * a.k->nb[1], kf + j * l.ldk, D, D);
-            else        fill0(kf + j * l.ldk, D);
+        if (BF) {
+            for (int64_t j = 0; j < kbp; ++j) {
+                if (j < kb) to_bf16(a.k->type, kbase + (j0 + j) * a.k->nb[1], kh + j * ldkh, D, ldkh);
+                else        memset(kh + j * ldkh, 0, (size_t) ldkh * sizeof(uint16_t));
+            }
+            for (int64_t j = 0; j < kbp; j += NJ) score_tile_bf<QV>(kh, ldkh, qp, QBS, D2, st, j);
+        } else {
+            for (int64_t j = 0; j < kbp; ++j) {
+                if (j < kb) widen(a.k->type, kbase + (j0 + j) * a.k->nb[1], kf + j * l.ldk, D, D);
+                else        fill0(kf + j * l.ldk, D);
+            }
+            for (int64_t j = 0; j < kbp; j += NJ) score_tile<QV>(kf, l.ldk, qt, QBS, D, st, j);
         }
-        for (int64_t j = 0; j < kbp; j += NJ) score_tile<QV>(kf, l.ldk, qt, QBS, D, st, j);
 
         // scores -> probabilities, per lane (query) online softmax
         __m512 corr[QV];
@@ -250,23 +393,52 @@ void run_tile(const fa_args & a, const layout & l, float * ws, int64_t h, int64_
             const __m512    muse  = _mm512_mask_blend_ps(dead, mnew, _mm512_setzero_ps());
             corr[c]               = v_exp(_mm512_sub_ps(mold, muse));
             __m512          lsum  = _mm512_setzero_ps();
-            for (int64_t j = 0; j < kb; ++j) {
-                float *      p = st + j * QBS + 16 * c;
-                const __m512 e = v_exp(_mm512_sub_ps(_mm512_load_ps(p), muse));
-                _mm512_store_ps(p, e);
-                lsum = _mm512_add_ps(lsum, e);
+            if (BF) {
+                // probabilities rounded to bf16 and paired along kv; the normaliser sums the
+                // rounded values (kbp is even: rows past kb are zero)
+                for (int64_t j = 0; j < kbp; j += 2) {
+                    const __m512  e0 = j < kb ? v_exp(_mm512_sub_ps(_mm512_load_ps(st + j * QBS + 16 * c), muse))
+                                              : _mm512_setzero_ps();
+                    const __m512  e1 = j + 1 < kb ? v_exp(_mm512_sub_ps(_mm512_load_ps(st + (j + 1) * QBS + 16 * c), muse))
+                                                  : _mm512_setzero_ps();
+                    const __m512i h0 = bf16_lanes(e0), h1 = bf16_lanes(e1);
+                    _mm512_store_si512(pp + (j / 2) * QBS + 16 * c, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+                    lsum = _mm512_add_ps(lsum, _mm512_castsi512_ps(_mm512_slli_epi32(h0, 16)));
+                    lsum = _mm512_add_ps(lsum, _mm512_castsi512_ps(_mm512_slli_epi32(h1, 16)));
+                }
+            } else {
+                for (int64_t j = 0; j < kb; ++j) {
+                    float *      p = st + j * QBS + 16 * c;
+                    const __m512 e = v_exp(_mm512_sub_ps(_mm512_load_ps(p), muse));
+                    _mm512_store_ps(p, e);
+                    lsum = _mm512_add_ps(lsum, e);
+                }
+                for (int64_t j = kb; j < kbp; ++j) _mm512_store_ps(st + j * QBS + 16 * c, _mm512_setzero_ps());
             }
-            for (int64_t j = kb; j < kbp; ++j) _mm512_store_ps(st + j * QBS + 16 * c, _mm512_setzero_ps());
             _mm512_store_ps(mx + 16 * c, mnew);
             _mm512_store_ps(sm + 16 * c, _mm512_fmadd_ps(_mm512_load_ps(sm + 16 * c), corr[c], lsum));
         }
         if (!live) continue;
 
-        for (int64_t j = 0; j < kbp; ++j) {
-            if (j < kb) widen(a.v->type, vbase + (j0 + j) * a.v->nb[1], vf + j * l.ldv, Dv, dv_pad);
-            else        fill0(vf + j * l.ldv, dv_pad);
+        if (BF) {
+            for (int64_t j = 0; j < kbp; j += 2) {
+                const char * r0 = vbase + (j0 + j) * a.v->nb[1];
+                const char * r1 = j + 1 < kb ? r0 + a.v->nb[1] : nullptr;
+                uint32_t *   o  = vp + (j / 2) * ldvp;
+                for (int64_t d = 0; d < ldvp; d += 16) {
+                    const __m512i h0 = j < kb ? v_lanes(a.v->type, r0, d, Dv) : _mm512_setzero_si512();
+                    const __m512i h1 = r1 ? v_lanes(a.v->type, r1, d, Dv) : _mm512_setzero_si512();
+                    _mm512_store_si512(o + d, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+                }
+            }
+            for (int64_t d0 = 0; d0 < dvpad; d0 += ND) value_tile_bf<QV>(vp, ldvp, pp, QBS, kbp / 2, ot, corr, d0);
+        } else {
+            for (int64_t j = 0; j < kbp; ++j) {
+                if (j < kb) widen(a.v->type, vbase + (j0 + j) * a.v->nb[1], vf + j * l.ldv, Dv, dv_pad);
+                else        fill0(vf + j * l.ldv, dv_pad);
+            }
+            for (int64_t d0 = 0; d0 < dv_pad; d0 += ND) value_tile<QV>(vf, l.ldv, st, QBS, kbp, ot, corr, d0);
         }
-        for (int64_t d0 = 0; d0 < dv_pad; d0 += ND) value_tile<QV>(vf, l.ldv, st, QBS, kbp, ot, corr, d0);
     }
 
     // normalise (with the optional sink logit) and store each query's row
@@ -315,6 +487,10 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
     a.rk3 = a.S / a.k->ne[3];
     a.rv3 = a.S / a.v->ne[3];
 
+    // bf16 products only when both K and V are already 16-bit (F32 K/V keep the exact path)
+    auto half_type = [](ggml_type t) { return t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; };
+    const bool bf  = half_type(a.k->type) && half_type(a.v->type) && a.D <= 4096 && ggml_cpu_get_features().avx512_bf16;
+
     const layout l   = make_layout(a.D, a.Dv);
     const int    ith = params->ith, nth = params->nth;
     float *      ws  = (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + (size_t) ith * (size_t) l.total;
@@ -335,9 +511,15 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
         const int64_t s   = u / (n_qt * a.n_head);
         const int64_t iq0 = qt * qb;
         const int64_t nq  = min_i(qb, a.n_q - iq0);
-        if (nq > 32)      run_tile<4>(a, l, ws, h, s, iq0, nq);
-        else if (nq > 16) run_tile<2>(a, l, ws, h, s, iq0, nq);
-        else              run_tile<1>(a, l, ws, h, s, iq0, nq);
+        if (bf) {
+            if (nq > 32)      run_tile<4, true>(a, l, ws, h, s, iq0, nq);
+            else if (nq > 16) run_tile<2, true>(a, l, ws, h, s, iq0, nq);
+            else              run_tile<1, true>(a, l, ws, h, s, iq0, nq);
+        } else {
+            if (nq > 32)      run_tile<4, false>(a, l, ws, h, s, iq0, nq);
+            else if (nq > 16) run_tile<2, false>(a, l, ws, h, s, iq0, nq);
+            else              run_tile<1, false>(a, l, ws, h, s, iq0, nq);
+        }
     }
 }
 

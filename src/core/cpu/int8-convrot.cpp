@@ -1,0 +1,262 @@
+// ConvRot: the regular Hadamard rotation in groups of 4^n values fused with the per-row INT8
+// quantization (int8-convrot-facts.md). Two implementations with identical float evaluation:
+// a portable scalar one and an AVX-512 one (compiled for that target, selected at run time).
+
+#include "int8-impl.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(_M_X64)
+// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define SD_INT8_X86 1
+#endif
+
+namespace sd_int8 {
+
+namespace {
+
+// 1/sqrt(G) for G = 4^n is a power of two, so the initial scaling is exact; computed the way
+// the facts sheet states anyway.
+inline float group_scale(int group) { return 1.0f / sqrtf((float) group); }
+
+// q = clamp(round_half_to_even(f), -127, 127); clamping first keeps lrintf in range and gives the
+// same result for every finite f. NaN (0 * Inf) maps to 0.
+inline int8_t quant_value(float f) {
+    if (!(f == f)) return 0;
+    if (f > 127.0f) f = 127.0f;
+    if (f < -127.0f) f = -127.0f;
+    return (int8_t) lrintf(f);
+}
+
+// Row with a non-finite rotated value: all zeros, scale NaN.
+float nonfinite_row(int64_t K, int8_t * q, int32_t * rowsum) {
+    memset(q, 0, (size_t) K);
+    *rowsum = 0;
+    return NAN;
+}
+
+} // namespace
+
+void rotate_group_portable(float * v, int group) {
+    if (group <= 1) return;
+    const float c = group_scale(group);
+    for (int i = 0; i < group; ++i) v[i] = v[i] * c;
+    for (int s = 1; s < group; s *= 4) {
+        for (int blk = 0; blk < group; blk += 4 * s) {
+            for (int j = 0; j < s; ++j) {
+                float *     p = v + blk + j;
+                const float a = p[0], b = p[s], cc = p[2 * s], d = p[3 * s];
+                p[0]          = a + b + cc - d;
+                p[s]          = a + b - cc + d;
+                p[2 * s]      = a - b + cc + d;
+                p[3 * s]      = -a + b + cc + d;
+            }
+        }
+    }
+}
+
+float quantize_row_portable(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
+    if (group < 1) group = 1;
+    float buf[256];
+    // pass 1: amax over the rotated row (the rotation is recomputed in pass 2; no row scratch)
+    float amax      = 0.0f;
+    bool  nonfinite = false;
+    for (int64_t g0 = 0; g0 < K; g0 += group) {
+        memcpy(buf, x + g0, sizeof(float) * (size_t) group);
+        rotate_group_portable(buf, group);
+        for (int i = 0; i < group; ++i) {
+            const float a = fabsf(buf[i]);
+            if (!(a <= FLT_MAX)) nonfinite = true;
+            if (a > amax) amax = a;
+        }
+    }
+    if (nonfinite) return nonfinite_row(K, q, rowsum);
+    const float s   = amax / 127.0f;
+    const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+    if (s == 0.0f) {
+        memset(q, 0, (size_t) K);
+        *rowsum = 0;
+        return s;
+    }
+    int32_t sum = 0;
+    for (int64_t g0 = 0; g0 < K; g0 += group) {
+        memcpy(buf, x + g0, sizeof(float) * (size_t) group);
+        rotate_group_portable(buf, group);
+        for (int i = 0; i < group; ++i) {
+            const int8_t v = quant_value(buf[i] * inv);
+            q[g0 + i]      = v;
+            sum += v;
+        }
+    }
+    *rowsum = sum;
+    return s;
+}
+
+#ifdef SD_INT8_X86
+
+#define SD_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+namespace {
+
+// One butterfly quartet per 4 lanes (stride 1) or per 4 128-bit blocks (stride 4). For output
+// slot k the terms are (±a, ±b, ±c, ±d) summed left to right; negation by sign-bit xor is exact
+// and x + (-y) is x - y, so this matches the scalar ((a + b) + c) - d etc. bit for bit.
+SD_AVX512_TARGET inline __m512 flip(__m512 v, __m512i sign) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), sign));
+}
+
+SD_AVX512_TARGET inline __m512 quartet_combine(__m512 A, __m512 B, __m512 C, __m512 D, __m512i sa, __m512i sb,
+                                               __m512i sc, __m512i sd) {
+    __m512 r = _mm512_add_ps(flip(A, sa), flip(B, sb));
+    r        = _mm512_add_ps(r, flip(C, sc));
+    return _mm512_add_ps(r, flip(D, sd));
+}
+
+struct signs {
+    __m512i a, b, c, d;
+};
+
+// slot k of a quartet: k=0 (+,+,+,-), k=1 (+,+,-,+), k=2 (+,-,+,+), k=3 (-,+,+,+)
+SD_AVX512_TARGET inline signs make_signs(int unit) {
+    alignas(64) int32_t sa[16], sb[16], sc[16], sd[16];
+    const int32_t       m = (int32_t) 0x80000000u;
+    for (int i = 0; i < 16; ++i) {
+        const int k = (i / unit) % 4;
+        sa[i]       = k == 3 ? m : 0;
+        sb[i]       = k == 2 ? m : 0;
+        sc[i]       = k == 1 ? m : 0;
+        sd[i]       = k == 0 ? m : 0;
+    }
+    return {_mm512_load_si512(sa), _mm512_load_si512(sb), _mm512_load_si512(sc), _mm512_load_si512(sd)};
+}
+
+SD_AVX512_TARGET inline __m512 stage_s1(__m512 v, const signs & s) {
+    return quartet_combine(_mm512_permute_ps(v, 0x00), _mm512_permute_ps(v, 0x55), _mm512_permute_ps(v, 0xAA),
+                           _mm512_permute_ps(v, 0xFF), s.a, s.b, s.c, s.d);
+}
+
+SD_AVX512_TARGET inline __m512 stage_s4(__m512 v, const signs & s) {
+    return quartet_combine(_mm512_shuffle_f32x4(v, v, 0x00), _mm512_shuffle_f32x4(v, v, 0x55),
+                           _mm512_shuffle_f32x4(v, v, 0xAA), _mm512_shuffle_f32x4(v, v, 0xFF), s.a, s.b, s.c, s.d);
+}
+
+// Vector-level quartet (stride >= 16): slots are whole vectors.
+SD_AVX512_TARGET inline void stage_vec(__m512 & a, __m512 & b, __m512 & c, __m512 & d) {
+    const __m512 ab  = _mm512_add_ps(a, b);
+    const __m512 o0  = _mm512_sub_ps(_mm512_add_ps(ab, c), d);
+    const __m512 o1  = _mm512_add_ps(_mm512_sub_ps(ab, c), d);
+    const __m512 o2  = _mm512_add_ps(_mm512_add_ps(_mm512_sub_ps(a, b), c), d);
+    const __m512 o3  = _mm512_add_ps(_mm512_add_ps(_mm512_sub_ps(b, a), c), d);
+    a = o0;
+    b = o1;
+    c = o2;
+    d = o3;
+}
+
+struct rot_ctx {
+    int    group;
+    __m512 scale;
+    signs  s1, s4;
+};
+
+// Rotates the vectors of one group (group >= 16: group/16 vectors) or, for group <= 16, one
+// vector holding 16/group whole groups (a masked tail holds whole groups padded with zeros).
+SD_AVX512_TARGET inline void rotate_vectors(__m512 * v, int nv, const rot_ctx & rc) {
+    if (rc.group == 1) return;
+    for (int i = 0; i < nv; ++i) {
+        v[i] = _mm512_mul_ps(v[i], rc.scale);
+        v[i] = stage_s1(v[i], rc.s1);
+        if (rc.group >= 16) v[i] = stage_s4(v[i], rc.s4);
+    }
+    if (rc.group >= 64) {
+        for (int b = 0; b < nv; b += 4) stage_vec(v[b], v[b + 1], v[b + 2], v[b + 3]);
+    }
+    if (rc.group >= 256) {
+        for (int j = 0; j < 4; ++j) stage_vec(v[j], v[j + 4], v[j + 8], v[j + 12]);
+    }
+}
+
+} // namespace
+
+SD_AVX512_TARGET float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
+    if (group < 1) group = 1;
+    rot_ctx rc;
+    rc.group = group;
+    rc.scale = _mm512_set1_ps(group_scale(group));
+    rc.s1    = make_signs(1);
+    rc.s4    = make_signs(4);
+
+    const int     nv    = group >= 16 ? group / 16 : 1; // vectors per step
+    const int64_t step  = (int64_t) nv * 16;            // floats per step (whole groups)
+    const __m512  absm  = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512  fmax  = _mm512_set1_ps(FLT_MAX);
+    __m512        vmax  = _mm512_setzero_ps();
+    __mmask16     bad   = 0;
+    __m512        v[16];
+
+    auto load_step = [&](int64_t k0, __mmask16 & tail) {
+        const int64_t left = K - k0;
+        tail               = left >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << left) - 1);
+        if (nv == 1) {
+            v[0] = _mm512_maskz_loadu_ps(tail, x + k0);
+        } else {
+            for (int i = 0; i < nv; ++i) v[i] = _mm512_loadu_ps(x + k0 + 16 * i);
+        }
+        rotate_vectors(v, nv, rc);
+    };
+
+    // pass 1: amax (max is exact in any order) and a non-finite flag (NaN or |v| > FLT_MAX)
+    for (int64_t k0 = 0; k0 < K; k0 += step) {
+        __mmask16 tail;
+        load_step(k0, tail);
+        for (int i = 0; i < nv; ++i) {
+            const __m512 a = _mm512_and_ps(v[i], absm);
+            bad |= _mm512_cmp_ps_mask(a, fmax, _CMP_NLE_UQ);
+            vmax = _mm512_max_ps(vmax, a);
+        }
+    }
+    if (bad) return nonfinite_row(K, q, rowsum);
+    const float amax = _mm512_reduce_max_ps(vmax);
+    const float s    = amax / 127.0f;
+    if (s == 0.0f) {
+        memset(q, 0, (size_t) K);
+        *rowsum = 0;
+        return s;
+    }
+    const float inv = 1.0f / s;
+    if (!(inv <= FLT_MAX)) {
+        // subnormal scale: 1/s overflows; rare enough for the scalar definition
+        return quantize_row_portable(x, K, group, q, rowsum);
+    }
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    __m512i      vsum = _mm512_setzero_si512();
+    for (int64_t k0 = 0; k0 < K; k0 += step) {
+        __mmask16 tail;
+        load_step(k0, tail);
+        for (int i = 0; i < nv; ++i) {
+            __m512 f = _mm512_mul_ps(v[i], vinv);
+            f        = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+            // default MXCSR rounding: nearest, ties to even (lrintf)
+            const __m512i qi = _mm512_cvtps_epi32(f);
+            vsum             = _mm512_add_epi32(vsum, qi);
+            _mm_mask_storeu_epi8(q + k0 + 16 * i, nv == 1 ? tail : (__mmask16) 0xffff, _mm512_cvtepi32_epi8(qi));
+        }
+    }
+    *rowsum = _mm512_reduce_add_epi32(vsum);
+    return s;
+}
+
+#else
+
+float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
+    return quantize_row_portable(x, K, group, q, rowsum);
+}
+
+#endif
+
+} // namespace sd_int8

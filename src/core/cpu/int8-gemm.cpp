@@ -1,0 +1,231 @@
+// INT8 GEMM paths with the fixed epilogue y = ((float(acc) * s_x) * s_w) + b.
+//
+// Portable: plain int32 dot products. VNNI (AVX512-VNNI, vpdpbusd = u8 x s8): the weight is
+// repacked with +128 (w ^ 0x80) so it can be the unsigned operand while the activation stays
+// signed and is broadcast 4 bytes at a time; sum((w + 128) a) = sum(w a) + 128 sum(a), so each
+// row starts from -128 * rowsum(a). The int32 arithmetic wraps, but the final value equals the
+// true sum, which fits in int32 for K <= 131072, so the result is exact.
+
+#include "int8-impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(_M_X64)
+// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define SD_INT8_X86 1
+#endif
+
+namespace sd_int8 {
+
+namespace {
+
+inline float epilogue(int32_t acc, float sx, const float * ws, const float * bias, int64_t o) {
+    float y = (float) acc * sx;
+    if (ws) y = y * ws[o];
+    if (bias) y = y + bias[o];
+    return y;
+}
+
+// Contiguous share [begin, end) of n units for thread ith of nth.
+inline void share(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {
+    begin = n * ith / nth;
+    end   = n * (ith + 1) / nth;
+}
+
+} // namespace
+
+bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
+    // rows x (blocks of 64 channels), split across threads; poll once per unit
+    const int64_t NB = 64;
+    const int64_t nb = (p.N + NB - 1) / NB;
+    int64_t       u0, u1;
+    share(p.rows * nb, ith, nth, u0, u1);
+    for (int64_t u = u0; u < u1; ++u) {
+        if (((u - u0) & 15) == 0 && stop()) return false;
+        const int64_t  r  = u / nb;
+        const int64_t  o0 = (u % nb) * NB, o1 = std::min(p.N, o0 + NB);
+        const int8_t * a  = p.a + r * p.lda;
+        float *        y  = p.y + r * p.N;
+        for (int64_t o = o0; o < o1; ++o) {
+            const int8_t * w   = p.w + o * p.K;
+            int32_t        acc = 0;
+            for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
+            y[o] = epilogue(acc, p.a_scale[r], p.w_scale, p.bias, o);
+        }
+    }
+    return true;
+}
+
+void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1) {
+    const int64_t K4 = pad_up(K, 4);
+    for (int64_t pnl = p0; pnl < p1; ++pnl) {
+        uint8_t * d = dst + pnl * 16 * K4;
+        for (int64_t c = 0; c < 16; ++c) {
+            const int64_t o = pnl * 16 + c;
+            if (o >= N) {
+                for (int64_t k = 0; k < K4; ++k) d[(k / 4) * 64 + c * 4 + (k % 4)] = 0x80;
+                continue;
+            }
+            const int8_t * src = w + o * K;
+            for (int64_t k = 0; k < K; ++k) d[(k / 4) * 64 + c * 4 + (k % 4)] = (uint8_t) src[k] ^ 0x80;
+            for (int64_t k = K; k < K4; ++k) d[(k / 4) * 64 + c * 4 + (k % 4)] = 0x80;
+        }
+    }
+}
+
+#ifdef SD_INT8_X86
+
+#define SD_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+namespace {
+
+// Cache blocking: a weight block of NC channels x KC k (NC*KC bytes, ~256 KiB) stays in L2 while
+// every row tile of a row block passes over it; int32 partial sums live in the output between
+// k-blocks and the epilogue runs on the last one.
+constexpr int     MR = 4;  // rows per micro-tile
+constexpr int     NV = 4;  // 16-channel vectors per micro-tile (64 channels)
+constexpr int64_t NC = 256;
+constexpr int64_t KC = 1024;
+constexpr int64_t MB = 192; // rows per work unit (multiple of MR)
+
+struct ukernel_args {
+    const int8_t *  a;        // first row of the tile at the k-block start
+    int64_t         lda;
+    const uint8_t * w;        // first panel at the k-block start
+    int64_t         pstride;  // bytes between panels (16 * K4)
+    int64_t         k4n;      // k4 steps in this block
+    float *         y;        // first row / channel of the tile
+    int64_t         ldy;
+    const int32_t * rowsum;   // first row
+    const float *   sx;       // first row
+    const float *   ws;       // first channel or NULL
+    const float *   bias;     // first channel or NULL
+    __mmask16       last_mask; // valid lanes of the last vector
+    bool            first, last;
+};
+
+template <int R, int V> SD_VNNI_TARGET void ukernel(const ukernel_args & u) {
+    __m512i acc[R][V];
+    for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V; ++v) {
+            const __mmask16 m = v == V - 1 ? u.last_mask : (__mmask16) 0xffff;
+            acc[r][v] = u.first ? _mm512_set1_epi32(-128 * u.rowsum[r])
+                                : _mm512_maskz_loadu_epi32(m, u.y + r * u.ldy + 16 * v);
+        }
+    }
+    const int8_t *  a = u.a;
+    const uint8_t * w = u.w;
+    const int64_t lda = u.lda, ps = u.pstride, k4n = u.k4n;
+    for (int64_t k = 0; k < k4n; ++k) {
+        __m512i wv[V];
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(w + v * ps);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            int32_t a4;
+            memcpy(&a4, a + r * lda, 4);
+            const __m512i av = _mm512_set1_epi32(a4);
+#pragma GCC unroll 4
+            for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], wv[v], av);
+        }
+        a += 4;
+        w += 64;
+    }
+    for (int r = 0; r < R; ++r) {
+        const __m512 sx = _mm512_set1_ps(u.sx[r]);
+        for (int v = 0; v < V; ++v) {
+            const __mmask16 m = v == V - 1 ? u.last_mask : (__mmask16) 0xffff;
+            float *         y = u.y + r * u.ldy + 16 * v;
+            if (!u.last) {
+                _mm512_mask_storeu_epi32(y, m, acc[r][v]);
+                continue;
+            }
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), sx);
+            if (u.ws) f = _mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, u.ws + 16 * v));
+            if (u.bias) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(m, u.bias + 16 * v));
+            _mm512_mask_storeu_ps(y, m, f);
+        }
+    }
+}
+
+using ukernel_fn = void (*)(const ukernel_args &);
+
+template <int R> SD_VNNI_TARGET ukernel_fn pick_v(int v) {
+    switch (v) {
+        case 1: return ukernel<R, 1>;
+        case 2: return ukernel<R, 2>;
+        case 3: return ukernel<R, 3>;
+        default: return ukernel<R, 4>;
+    }
+}
+
+ukernel_fn pick(int r, int v) {
+    switch (r) {
+        case 1: return pick_v<1>(v);
+        case 2: return pick_v<2>(v);
+        case 3: return pick_v<3>(v);
+        case 4: return pick_v<4>(v);
+        case 5: return pick_v<5>(v);
+        default: return pick_v<6>(v);
+    }
+}
+
+} // namespace
+
+SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
+    const int64_t K4      = pad_up(p.K, 4);
+    const int64_t pstride = 16 * K4;
+    const int64_t n_nb    = (p.N + NC - 1) / NC;
+    const int64_t n_mb    = (p.rows + MB - 1) / MB;
+    int64_t       u0, u1;
+    // units ordered channel block outer, row block inner: consecutive units reuse the weight block
+    share(n_nb * n_mb, ith, nth, u0, u1);
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t nb = u / n_mb, mb = u % n_mb;
+        const int64_t n0 = nb * NC, n1 = std::min(p.N, n0 + NC);
+        const int64_t r0 = mb * MB, r1 = std::min(p.rows, r0 + MB);
+        for (int64_t k0 = 0; k0 < K4; k0 += KC) {
+            if (stop()) return false;
+            const int64_t k1    = std::min(K4, k0 + KC);
+            const bool    first = k0 == 0, last = k1 == K4;
+            for (int64_t r = r0; r < r1; r += MR) {
+                const int nr = (int) std::min<int64_t>(MR, r1 - r);
+                for (int64_t o = n0; o < n1; o += 16 * NV) {
+                    const int64_t nch = std::min<int64_t>(16 * NV, n1 - o);
+                    const int     nv  = (int) ((nch + 15) / 16);
+                    const int64_t rem = nch - 16 * (nv - 1);
+                    ukernel_args  a;
+                    a.a         = p.a + r * p.lda + k0;
+                    a.lda       = p.lda;
+                    a.w         = p.wpack + (o / 16) * pstride + k0 * 16;
+                    a.pstride   = pstride;
+                    a.k4n       = (k1 - k0) / 4;
+                    a.y         = p.y + r * p.N + o;
+                    a.ldy       = p.N;
+                    a.rowsum    = p.a_rowsum + r;
+                    a.sx        = p.a_scale + r;
+                    a.ws        = p.w_scale ? p.w_scale + o : nullptr;
+                    a.bias      = p.bias ? p.bias + o : nullptr;
+                    a.last_mask = (__mmask16) (rem >= 16 ? 0xffffu : ((1u << rem) - 1));
+                    a.first     = first;
+                    a.last      = last;
+                    pick(nr, nv)(a);
+                }
+            }
+        }
+    }
+    return true;
+}
+
+#else
+
+bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
+    return gemm_portable(p, ith, nth, stop);
+}
+
+#endif
+
+} // namespace sd_int8

@@ -1,0 +1,82 @@
+#pragma once
+
+// Internals shared by the INT8 CPU kernel files and their tests: path selection, the ConvRot
+// row quantizer and the GEMM paths. Every path is bit-identical to the scalar definition in
+// /work/shared/reference/int8-convrot-facts.md: the integer sums are exact and every float
+// step (rotation butterflies, amax, scale, epilogue) is evaluated in the stated order. These
+// files are compiled with -ffp-contract=off so that no multiply-add is ever fused.
+
+#include "ggml-backend.h"
+#include "ggml-ext.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sd_int8 {
+
+// ---------------------------------------------------------------------------------------------
+// Path selection
+
+enum class path { automatic, portable, vnni, amx };
+
+// Forces a path for kernels prepared afterwards (tests); automatic = environment / CPU.
+void        set_path_override(path p);
+bool        path_available(path p);
+const char * path_name(path p);
+// override, else SD_INT8_PATH=portable|vnni|amx, else the best available. A forced path that
+// the CPU lacks falls back to the best available (with a warning).
+path        resolve_path();
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation: polled between phases and inside long loops.
+
+struct abort_poll {
+    const ggml_ext_cpu_parallel_v1 * svc     = nullptr;
+    ggml_backend_t                   backend = nullptr;
+    bool operator()() const { return svc && backend && svc->should_abort(backend); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// ConvRot rotation + per-row quantization
+
+inline bool valid_group(int g) { return g == 1 || g == 4 || g == 16 || g == 64 || g == 256; }
+
+// Quantizes one row of K floats (rotated in groups of `group` first when group > 1) into q[0..K)
+// and returns the row scale s_x; *rowsum receives the sum of the quantized values.
+// Defined behaviour for non-finite input: if any rotated value is NaN or ±Inf, the row is all
+// zeros with scale NaN (so every output of that row is NaN). A rotated value v * inv that is NaN
+// (only possible for 0 * Inf when s_x is subnormal) quantizes to 0.
+float quantize_row_portable(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
+float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
+// The rotation alone (portable), in place on one group: used by tests and the reference.
+void  rotate_group_portable(float * v, int group);
+
+// ---------------------------------------------------------------------------------------------
+// GEMM: y[r, o] = ((float(acc) * a_scale[r]) * w_scale[o]) + bias[o], acc = sum_k a[r,k] w[o,k]
+
+struct gemm_problem {
+    const int8_t *  a        = nullptr; // rows x K, row stride lda bytes
+    int64_t         lda      = 0;
+    const float *   a_scale  = nullptr; // rows
+    const int32_t * a_rowsum = nullptr; // rows (VNNI path: sum of each activation row)
+    const int8_t *  w        = nullptr; // N x K contiguous (portable path)
+    const uint8_t * wpack    = nullptr; // VNNI layout (vnni path), see pack_weight_vnni
+    const float *   w_scale  = nullptr; // N or NULL
+    const float *   bias     = nullptr; // N or NULL
+    float *         y        = nullptr; // rows x N contiguous
+    int64_t         rows = 0, K = 0, N = 0;
+};
+
+// VNNI weight layout: panels of 16 output channels (N padded to 16), each panel K4/4 steps of
+// 16 channels x 4 consecutive k bytes, bytes stored as w ^ 0x80 (= w + 128 as unsigned); padding
+// channels and k bytes hold 0x80 (weight 0). Activation rows must be readable and zero up to K4.
+inline int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline size_t  wpack_bytes(int64_t K, int64_t N) { return (size_t) pad_up(N, 16) * (size_t) pad_up(K, 4); }
+// Packs panels [p0, p1) (panel = 16 channels).
+void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1);
+
+// Each thread ith of nth computes its share; returns false if aborted.
+bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
+bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
+
+} // namespace sd_int8

@@ -1,0 +1,450 @@
+// Kernel registrations for sd.quantize_i8_convrot.v1 and sd.linear_i8.v1 on the CPU device:
+// strict supports() checks, prepare (path choice, workspace layout) and execute (phases on the
+// backend's pool through ggml_ext_cpu_parallel_v1, cancellation between and inside phases).
+//
+// Weight repacking (VNNI layout) happens per execution into the workspace, so a weight that
+// changed between executions is never used stale; it costs one pass over N*K bytes.
+// Outputs overlapping an input: every input read by the GEMM phase is first quantized or copied
+// into the workspace when its bytes overlap the output, so the output may alias anything.
+
+#include "int8.h"
+
+#include "../ggml_extensions.h"
+#include "ggml-cpu.h"
+#include "int8-impl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+namespace sd_int8 {
+
+// ---------------------------------------------------------------------------------------------
+// Path selection
+
+namespace {
+std::atomic<int> g_override{(int) path::automatic};
+}
+
+void set_path_override(path p) { g_override.store((int) p); }
+
+bool path_available(path p) {
+    switch (p) {
+        case path::automatic:
+        case path::portable: return true;
+#if defined(__x86_64__) || defined(_M_X64)
+        case path::vnni: return ggml_cpu_has_avx512() && ggml_cpu_has_avx512_vnni() && __builtin_cpu_supports("avx512bw");
+#else
+        case path::vnni: return false;
+#endif
+        case path::amx: return false; // no AMX implementation yet (see report): never selected
+    }
+    return false;
+}
+
+const char * path_name(path p) {
+    switch (p) {
+        case path::automatic: return "auto";
+        case path::portable: return "portable";
+        case path::vnni: return "vnni";
+        case path::amx: return "amx";
+    }
+    return "?";
+}
+
+path resolve_path() {
+    path want = (path) g_override.load();
+    if (want == path::automatic) {
+        const char * env = getenv("SD_INT8_PATH");
+        if (env && *env) {
+            if (!strcmp(env, "portable")) want = path::portable;
+            else if (!strcmp(env, "vnni")) want = path::vnni;
+            else if (!strcmp(env, "amx")) want = path::amx;
+        }
+    }
+    if (want != path::automatic && path_available(want)) return want;
+    if (want != path::automatic) {
+        static std::once_flag warned;
+        std::call_once(warned, [&] {
+            fprintf(stderr, "sd int8: path '%s' is not available on this CPU; using the best available\n",
+                    path_name(want));
+        });
+    }
+    if (path_available(path::amx)) return path::amx;
+    if (path_available(path::vnni)) return path::vnni;
+    return path::portable;
+}
+
+} // namespace sd_int8
+
+namespace {
+
+using namespace sd_int8;
+
+const ggml_ext_cpu_parallel_v1 * cpu_service() {
+    static const ggml_ext_cpu_parallel_v1 * svc = static_cast<const ggml_ext_cpu_parallel_v1 *>(
+        ggml_backend_reg_get_proc_address(ggml_backend_cpu_reg(), GGML_EXT_CPU_PARALLEL_V1));
+    return svc;
+}
+
+constexpr int64_t MAX_K = 131072; // |sum| <= K * 128 * 128 < 2^31: the int32 sum is exact
+
+int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
+size_t  align64(size_t x) { return (x + 63) & ~(size_t) 63; }
+
+bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
+    if (!a || !b || !a->data || !b->data) return false;
+    const char * a0 = (const char *) a->data;
+    const char * b0 = (const char *) b->data;
+    return a0 < b0 + ggml_nbytes(b) && b0 < a0 + ggml_nbytes(a);
+}
+
+bool is_f32_vec(const ggml_tensor * t, int64_t n) {
+    return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.quantize_i8_convrot.v1
+
+struct quant_state {
+    path    p;
+    int     group;
+    int64_t K, rows;
+};
+
+bool quant_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
+    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
+    const ggml_tensor * x = node->src[0];
+    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const int64_t K = x->ne[0], rows = rows_of(x);
+    if (!valid_group(at.group) || K <= 0 || K % at.group != 0) return false;
+    return node->type == GGML_TYPE_I8 && ggml_is_contiguous(node) && node->ne[0] == K &&
+           node->ne[1] == packed_ne1(K, rows) && node->ne[2] == 1 && node->ne[3] == 1;
+}
+
+ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    quant_state * st = new (std::nothrow) quant_state{resolve_path(), at.group, node->src[0]->ne[0], rows_of(node->src[0])};
+    if (!st) return GGML_STATUS_ALLOC_FAILED;
+    *state = st;
+    *ws    = ggml_nbytes(node); // staging when the output overlaps the input
+    return GGML_STATUS_SUCCESS;
+}
+
+struct quant_task {
+    const quant_state * st;
+    const float *       x;
+    int8_t *            out;
+    abort_poll          stop;
+    std::atomic<bool>   aborted{false};
+};
+
+void quant_run(int ith, int nth, void * data) {
+    quant_task *        t  = static_cast<quant_task *>(data);
+    const quant_state & st = *t->st;
+    const int64_t       K = st.K, rows = st.rows, prows = pad_up(rows, 4);
+    float *             scales = (float *) (t->out + K * prows);
+    const int64_t       r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
+    for (int64_t r = r0; r < r1; ++r) {
+        if (((r - r0) & 7) == 0 && (t->aborted.load(std::memory_order_relaxed) || t->stop())) {
+            t->aborted = true;
+            return;
+        }
+        int32_t     rs;
+        const float s = st.p == path::portable ? quantize_row_portable(t->x + r * K, K, st.group, t->out + r * K, &rs)
+                                               : quantize_row_avx512(t->x + r * K, K, st.group, t->out + r * K, &rs);
+        memcpy(scales + r, &s, sizeof(float));
+    }
+    if (ith == 0) memset(t->out + rows * K, 0, (size_t) ((prows - rows) * K));
+}
+
+ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void * state, void * ws, size_t ws_bytes,
+                          void *) {
+    const ggml_ext_cpu_parallel_v1 * svc = cpu_service();
+    if (!svc || !ggml_backend_is_cpu(backend)) return GGML_STATUS_FAILED;
+    ggml_tensor * node    = nodes->nodes[nodes->n_nodes - 1];
+    const bool    staging = overlaps(node, node->src[0]);
+    if (staging && (!ws || ws_bytes < ggml_nbytes(node))) return GGML_STATUS_FAILED;
+    quant_task t;
+    t.st   = static_cast<quant_state *>(state);
+    t.x    = (const float *) node->src[0]->data;
+    t.out  = staging ? (int8_t *) ws : (int8_t *) node->data;
+    t.stop = {svc, backend};
+    const ggml_status s = svc->parallel_for(backend, quant_run, &t);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    if (t.aborted) return GGML_STATUS_ABORTED;
+    if (staging) memcpy(node->data, ws, ggml_nbytes(node));
+    return GGML_STATUS_SUCCESS;
+}
+
+void destroy_quant(void * state, void *) { delete static_cast<quant_state *>(state); }
+
+// ---------------------------------------------------------------------------------------------
+// sd.linear_i8.v1
+
+struct linear_src {
+    const ggml_tensor *weight = nullptr, *input = nullptr, *wscale = nullptr, *bias = nullptr, *iscale = nullptr;
+};
+
+bool linear_sources(const ggml_tensor * node, const sd_linear_i8_attrs & at, linear_src & s) {
+    int n = 0;
+    while (n < GGML_MAX_SRC && node->src[n]) ++n;
+    int expect = 2 + !!(at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) + !!(at.flags & SD_LINEAR_I8_HAS_BIAS) +
+                 !!(at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE);
+    if (n != expect || (at.flags & ~7)) return false;
+    int i    = 0;
+    s.weight = node->src[i++];
+    s.input  = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) s.wscale = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_BIAS) s.bias = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE) s.iscale = node->src[i++];
+    return true;
+}
+
+struct linear_state {
+    path    p;
+    int     kind, group;
+    int64_t K, N, rows, K4;
+    // workspace layout (byte offsets)
+    size_t off_act, off_scale, off_rowsum, off_wpack, off_wscale, off_bias, total;
+};
+
+bool linear_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
+    if (ggml_ext_get_op(node) != sd_op_linear_i8()) return false;
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    linear_src s;
+    if (!linear_sources(node, at, s)) return false;
+    const ggml_tensor * w = s.weight;
+    if (w->type != GGML_TYPE_I8 || !ggml_is_contiguous(w) || w->ne[2] != 1 || w->ne[3] != 1) return false;
+    const int64_t K = w->ne[0], N = w->ne[1];
+    if (K <= 0 || N <= 0 || K > MAX_K) return false;
+    if (at.out_ne[0] < 0 || at.out_ne[1] < 0 || at.out_ne[2] < 0) return false;
+    const int64_t rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node) || node->ne[0] != N || node->ne[1] != at.out_ne[0] ||
+        node->ne[2] != at.out_ne[1] || node->ne[3] != at.out_ne[2])
+        return false;
+    if (s.wscale && !is_f32_vec(s.wscale, N)) return false;
+    if (s.bias && !is_f32_vec(s.bias, N)) return false;
+    const ggml_tensor * x = s.input;
+    if (!ggml_is_contiguous(x) || x->ne[0] != K) return false;
+    switch (at.input_kind) {
+        case SD_LINEAR_I8_INPUT_F32: {
+            const int g = at.group <= 1 ? 1 : at.group;
+            return x->type == GGML_TYPE_F32 && rows_of(x) == rows && valid_group(g) && K % g == 0 && !s.iscale;
+        }
+        case SD_LINEAR_I8_INPUT_PACKED:
+            return x->type == GGML_TYPE_I8 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] >= packed_ne1(K, rows) &&
+                   !s.iscale;
+        case SD_LINEAR_I8_INPUT_I8: return x->type == GGML_TYPE_I8 && rows_of(x) == rows && is_f32_vec(s.iscale, rows);
+        default: return false;
+    }
+}
+
+ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    sd_linear_i8_attrs  at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    linear_state * st = new (std::nothrow) linear_state{};
+    if (!st) return GGML_STATUS_ALLOC_FAILED;
+    st->p     = resolve_path();
+    st->kind  = at.input_kind;
+    st->group = at.group <= 1 ? 1 : at.group;
+    st->K     = node->src[0]->ne[0];
+    st->N     = node->src[0]->ne[1];
+    st->rows  = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    st->K4    = pad_up(st->K, 4);
+    size_t o  = 0;
+    st->off_act    = o; o = align64(o + (size_t) (st->rows * st->K4));
+    st->off_scale  = o; o = align64(o + sizeof(float) * (size_t) st->rows);
+    st->off_rowsum = o; o = align64(o + sizeof(int32_t) * (size_t) st->rows);
+    st->off_wpack  = o; o = align64(o + wpack_bytes(st->K, st->N)); // VNNI pack, or the weight copy (portable, overlap)
+    st->off_wscale = o; o = align64(o + sizeof(float) * (size_t) st->N);
+    st->off_bias   = o; o = align64(o + sizeof(float) * (size_t) st->N);
+    st->total      = o + 64; // room to align the base
+    *state = st;
+    *ws    = st->total;
+    return GGML_STATUS_SUCCESS;
+}
+
+struct linear_task {
+    const linear_state * st;
+    linear_src           s;
+    bool                 act_to_ws;  // quantize / copy the activation into the workspace
+    bool                 w_to_ws;    // portable: copy the weight (overlap); vnni: always packs
+    bool                 params_to_ws;
+    uint8_t *            ws;
+    gemm_problem         g;
+    abort_poll           stop;
+    std::atomic<bool>    aborted{false};
+};
+
+// Phase 1: activation rows (quantize or copy, row sums), weight pack/copy, parameter copies.
+void linear_phase1(int ith, int nth, void * data) {
+    linear_task *        t  = static_cast<linear_task *>(data);
+    const linear_state & st = *t->st;
+    const int64_t        K = st.K, K4 = st.K4, rows = st.rows;
+    const int64_t        r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
+    int8_t *             act    = (int8_t *) (t->ws + st.off_act);
+    float *              scale  = (float *) (t->ws + st.off_scale);
+    int32_t *            rowsum = (int32_t *) (t->ws + st.off_rowsum);
+    const bool           vnni   = st.p != path::portable;
+
+    for (int64_t r = r0; r < r1; ++r) {
+        if (((r - r0) & 7) == 0 && (t->aborted.load(std::memory_order_relaxed) || t->stop())) {
+            t->aborted = true;
+            return;
+        }
+        if (st.kind == SD_LINEAR_I8_INPUT_F32) {
+            const float * x = (const float *) t->s.input->data + r * K;
+            int8_t *      q = act + r * K4;
+            scale[r] = vnni ? quantize_row_avx512(x, K, st.group, q, &rowsum[r])
+                            : quantize_row_portable(x, K, st.group, q, &rowsum[r]);
+            memset(q + K, 0, (size_t) (K4 - K));
+            continue;
+        }
+        const int8_t * src = (const int8_t *) t->s.input->data + r * K;
+        if (t->act_to_ws) {
+            memcpy(act + r * K4, src, (size_t) K);
+            memset(act + r * K4 + K, 0, (size_t) (K4 - K));
+            scale[r] = t->g.a_scale[r]; // the source scales (copied because they may overlap too)
+        }
+        if (vnni) {
+            int32_t sum = 0;
+            for (int64_t k = 0; k < K; ++k) sum += src[k];
+            rowsum[r] = sum;
+        }
+    }
+
+    if (vnni || t->w_to_ws) {
+        const int64_t panels = pad_up(st.N, 16) / 16;
+        const int64_t p0 = panels * ith / nth, p1 = panels * (ith + 1) / nth;
+        for (int64_t pnl = p0; pnl < p1; pnl += 16) {
+            if (t->stop()) {
+                t->aborted = true;
+                return;
+            }
+            const int64_t pe = std::min(p1, pnl + 16);
+            if (vnni) {
+                pack_weight_vnni((const int8_t *) t->s.weight->data, K, st.N, t->ws + st.off_wpack, pnl, pe);
+            } else {
+                const int64_t o0 = pnl * 16, o1 = std::min(st.N, pe * 16);
+                if (o1 > o0) memcpy(t->ws + st.off_wpack + o0 * K, (const int8_t *) t->s.weight->data + o0 * K, (size_t) ((o1 - o0) * K));
+            }
+        }
+    }
+    if (ith == 0 && t->params_to_ws) {
+        if (t->s.wscale) memcpy(t->ws + st.off_wscale, t->s.wscale->data, sizeof(float) * (size_t) st.N);
+        if (t->s.bias) memcpy(t->ws + st.off_bias, t->s.bias->data, sizeof(float) * (size_t) st.N);
+    }
+}
+
+void linear_phase2(int ith, int nth, void * data) {
+    linear_task * t  = static_cast<linear_task *>(data);
+    const bool    ok = t->st->p == path::portable ? gemm_portable(t->g, ith, nth, t->stop) : gemm_vnni(t->g, ith, nth, t->stop);
+    if (!ok) t->aborted = true;
+}
+
+ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void * state, void * ws, size_t ws_bytes,
+                           void *) {
+    const ggml_ext_cpu_parallel_v1 * svc = cpu_service();
+    if (!svc || !ggml_backend_is_cpu(backend)) return GGML_STATUS_FAILED;
+    const linear_state * st   = static_cast<linear_state *>(state);
+    ggml_tensor *        node = nodes->nodes[nodes->n_nodes - 1];
+    sd_linear_i8_attrs   at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    if (!ws || ws_bytes < st->total) return GGML_STATUS_FAILED;
+    if (st->rows == 0) return GGML_STATUS_SUCCESS;
+
+    linear_task t;
+    t.st = st;
+    linear_sources(node, at, t.s);
+    t.ws   = (uint8_t *) (((uintptr_t) ws + 63) & ~(uintptr_t) 63);
+    t.stop = {svc, backend};
+    const bool vnni = st->p != path::portable;
+
+    // where the activation scales come from
+    const float * src_scale = nullptr;
+    if (st->kind == SD_LINEAR_I8_INPUT_PACKED) {
+        src_scale = (const float *) ((const int8_t *) t.s.input->data + st->K * pad_up(st->rows, 4));
+    } else if (st->kind == SD_LINEAR_I8_INPUT_I8) {
+        src_scale = (const float *) t.s.iscale->data;
+    }
+    const bool act_overlap = overlaps(node, t.s.input) || (t.s.iscale && overlaps(node, t.s.iscale));
+    t.act_to_ws    = st->kind == SD_LINEAR_I8_INPUT_F32 || act_overlap || (vnni && st->K4 != st->K);
+    t.w_to_ws      = !vnni && overlaps(node, t.s.weight);
+    t.params_to_ws = (t.s.wscale && overlaps(node, t.s.wscale)) || (t.s.bias && overlaps(node, t.s.bias));
+
+    gemm_problem & g = t.g;
+    g.rows     = st->rows;
+    g.K        = st->K;
+    g.N        = st->N;
+    g.a_scale  = src_scale; // read by phase 1 when copying
+    g.a        = t.act_to_ws ? (const int8_t *) (t.ws + st->off_act) : (const int8_t *) t.s.input->data;
+    g.lda      = t.act_to_ws ? st->K4 : st->K;
+    g.a_rowsum = (const int32_t *) (t.ws + st->off_rowsum);
+    g.w        = t.w_to_ws ? (const int8_t *) (t.ws + st->off_wpack) : (const int8_t *) t.s.weight->data;
+    g.wpack    = t.ws + st->off_wpack;
+    g.w_scale  = t.s.wscale ? (t.params_to_ws ? (const float *) (t.ws + st->off_wscale) : (const float *) t.s.wscale->data) : nullptr;
+    g.bias     = t.s.bias ? (t.params_to_ws ? (const float *) (t.ws + st->off_bias) : (const float *) t.s.bias->data) : nullptr;
+    g.y        = (float *) node->data;
+
+    ggml_status s = svc->parallel_for(backend, linear_phase1, &t);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    if (t.aborted) return GGML_STATUS_ABORTED;
+    if (t.act_to_ws) g.a_scale = (const float *) (t.ws + st->off_scale);
+    if (svc->should_abort(backend)) return GGML_STATUS_ABORTED;
+
+    s = svc->parallel_for(backend, linear_phase2, &t);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    return t.aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
+}
+
+void destroy_linear(void * state, void *) { delete static_cast<linear_state *>(state); }
+
+} // namespace
+
+void sd_cpu_register_int8(ggml_backend_dev_t dev) {
+    static std::mutex                   mu;
+    static std::set<ggml_backend_dev_t> done;
+    std::lock_guard<std::mutex>         lock(mu);
+    if (!dev || done.count(dev)) return;
+
+    const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
+    const ggml_ext_op_t lop = sd_op_linear_i8();
+    if (!qop || !lop) {
+        fprintf(stderr, "sd int8: operators not registered; CPU INT8 kernels skipped\n");
+        return;
+    }
+    ggml_ext_kernel_desc q{};
+    q.name      = "sd.cpu.quantize_i8_convrot";
+    q.op        = GGML_OP_CUSTOM;
+    q.custom_op = qop;
+    q.supports  = quant_supports;
+    q.prepare   = quant_prepare;
+    q.execute   = quant_execute;
+    q.destroy   = destroy_quant;
+
+    ggml_ext_kernel_desc l{};
+    l.name      = "sd.cpu.linear_i8";
+    l.op        = GGML_OP_CUSTOM;
+    l.custom_op = lop;
+    l.supports  = linear_supports;
+    l.prepare   = linear_prepare;
+    l.execute   = linear_execute;
+    l.destroy   = destroy_linear;
+
+    const bool ok_q = ggml_ext_register_kernel(dev, &q);
+    const bool ok_l = ggml_ext_register_kernel(dev, &l);
+    if (!ok_q || !ok_l) fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
+    done.insert(dev);
+}

@@ -1,0 +1,138 @@
+#pragma once
+
+// ggml_extensions.h — the sd operator library on top of ggml-ext.h: the shared operator schemas
+// (attributes, validation), the graph constructors model code calls, and the one registration
+// entry point. Only public ggml headers are used.
+//
+// Every constructor validates its inputs while the graph is built: on malformed input it returns
+// NULL, logs the reason and leaves it in ggml_ext_last_error(). Nothing is rejected at execution.
+// Constructors register the schemas on first use; kernels need sd_ggml_register_extensions().
+
+#include "ggml-backend.h"
+#include "ggml-ext.h"
+#include "ggml.h"
+
+#include <stdint.h>
+
+#ifndef SD_API
+#define SD_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+#define SD_DEFAULT_NULL = NULL
+extern "C" {
+#else
+#define SD_DEFAULT_NULL
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Schemas (versioned names; attributes are packed plain structs, at most 40 bytes)
+
+#define SD_OP_ROPE_APPLY         "sd.rope_apply.v1"
+#define SD_OP_QUANTIZE_I8_CONVROT "sd.quantize_i8_convrot.v1"
+#define SD_OP_LINEAR_I8          "sd.linear_i8.v1"
+#define SD_OP_SAGE_ATTN          "sd.sage_attn.v1"
+#define SD_OP_SOL_ATTN           "sd.sol_attn.v1"
+
+// sd.rope_apply.v1: src x F32 [d, H, L, N] (nb0 = 4, other strides free), pe F32 [2, 2, n_freq, L]
+// contiguous, 2*n_freq <= d; pe(i0, i1, j, p) = R[i1][i0] of [[cos, -sin], [sin, cos]].
+// Output F32 [d, L, H*N] contiguous (ne2 = h + H*n). Dims 2*n_freq..d-1 are copied unchanged.
+enum sd_rope_mode {
+    SD_ROPE_INTERLEAVED = 0, // pairs (2j, 2j+1)
+    SD_ROPE_SPLIT_HALF  = 1, // pairs (j, j + n_freq)
+};
+struct sd_rope_apply_attrs {
+    int32_t mode;
+};
+
+// sd.quantize_i8_convrot.v1: src x F32 [K, rows...] contiguous. Output I8
+// [K, pad4(rows) + ceil(rows*4/K)]: quantized rows, zero rows to pad4(rows), then rows F32 scales
+// at byte offset K*pad4(rows) (int8-convrot-facts.md).
+struct sd_quantize_i8_attrs {
+    int32_t group; // 1, 4, 16, 64 or 256 (1 = no rotation); divides K
+};
+
+// sd.linear_i8.v1: src weight I8 [K, N] contiguous, input, then the present optional sources in
+// this order: weight_scale F32 (N values: [N], [1, N] or [N, 1]), bias F32 [N], input_scale F32
+// (one per row). Output F32 [N, out_ne[0], out_ne[1], out_ne[2]].
+// y = ((float(acc) * s_x[r]) * s_w[o]) + b[o], steps skipped when absent.
+enum sd_linear_i8_input_kind {
+    SD_LINEAR_I8_INPUT_F32    = 0, // F32 [K, rows...] contiguous, quantized (rotated when group > 1)
+    SD_LINEAR_I8_INPUT_PACKED = 1, // an sd.quantize_i8_convrot.v1 node (its own row scales)
+    SD_LINEAR_I8_INPUT_I8     = 2, // plain I8 [K, rows...] contiguous + input_scale
+};
+enum sd_linear_i8_flags {
+    SD_LINEAR_I8_HAS_WEIGHT_SCALE = 1 << 0,
+    SD_LINEAR_I8_HAS_BIAS         = 1 << 1,
+    SD_LINEAR_I8_HAS_INPUT_SCALE  = 1 << 2,
+};
+struct sd_linear_i8_attrs {
+    int32_t input_kind; // enum sd_linear_i8_input_kind
+    int32_t group;      // kind 0: ConvRot group (0 or 1 = none); kind 1: group of the packed input
+    int32_t flags;      // enum sd_linear_i8_flags
+    int32_t pad_;
+    int64_t out_ne[3];  // output ne1, ne2, ne3 (the activation's row shape)
+};
+
+// sd.sage_attn.v1: src q [D, Lq, H, N], k and v [D, Lk, Hkv, N] (F32/F16/BF16, H % Hkv == 0), the
+// layout of ggml_flash_attn_ext. Output F32 [D, H, Lq, N]. Semantics: softmax(scale*q.k^T) v,
+// computed by a kernel with quantized Q/K (mode picks the kernel's quantization variant).
+struct sd_sage_attn_attrs {
+    float   scale; // positive, finite
+    int32_t mode;  // >= 0, interpreted by the kernel
+};
+
+// sd.sol_attn.v1: src q, k, v contiguous F32 [128, tokens, heads, batch] (k and v may have a
+// different token count than q). Output F32 [128, heads, tokens, batch]. Semantics: dense
+// softmax(scale*q.k^T) v; tau is the block-sparsity threshold under which a sparse kernel may
+// skip key blocks whose summarized contribution is negligible (it never changes the dense
+// definition).
+struct sd_sol_attn_attrs {
+    float scale; // positive, finite
+    float tau;   // finite
+};
+
+// Operator ids (registering the schemas on first use; never 0 afterwards).
+SD_API ggml_ext_op_t sd_op_rope_apply(void);
+SD_API ggml_ext_op_t sd_op_quantize_i8_convrot(void);
+SD_API ggml_ext_op_t sd_op_linear_i8(void);
+SD_API ggml_ext_op_t sd_op_sage_attn(void);
+SD_API ggml_ext_op_t sd_op_sol_attn(void);
+
+// Registers the schemas once, then the kernels and fusion rules of every enabled backend
+// (SD_BACKEND_EXTENSIONS) on every matching device currently in the ggml registry; devices
+// already handled are skipped. Idempotent and thread-safe. false if a registration failed
+// (the reason is logged).
+SD_API bool sd_ggml_register_extensions(void);
+
+// ---------------------------------------------------------------------------------------------
+// Constructors (model-facing names)
+
+SD_API struct ggml_tensor * sd_rope_apply(struct ggml_context * ctx, struct ggml_tensor * x, struct ggml_tensor * pe,
+                                            int mode);
+
+SD_API struct ggml_tensor * ggml_quantize_i8_convrot(struct ggml_context * ctx, struct ggml_tensor * x, int group);
+
+// input: F32 (kind 0), the output of ggml_quantize_i8_convrot (kind 1) or other I8 (kind 2, with
+// input_scale). weight_scale and bias may be NULL.
+SD_API struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context * ctx, struct ggml_tensor * weight,
+                                                         struct ggml_tensor * input, struct ggml_tensor * weight_scale,
+                                                         struct ggml_tensor * bias, int convrot_group_size,
+                                                         struct ggml_tensor * input_scale SD_DEFAULT_NULL);
+
+// sd.cpp's Linear entry point: x F32 (or the packed ConvRot tensor when scale == 1). scale != 1
+// pre-scales x and divides the output by scale before adding the bias. Activations with
+// ne2*ne3 > 1024 are reshaped to 2-D around the GEMM (sd.cpp's batching workaround).
+SD_API struct ggml_tensor * ggml_ext_linear_i8_tensorwise(struct ggml_context * ctx, struct ggml_tensor * x,
+                                                            struct ggml_tensor * w, struct ggml_tensor * weight_scale,
+                                                            struct ggml_tensor * b, int convrot_group_size,
+                                                            float scale);
+
+SD_API struct ggml_tensor * ggml_sage_attn(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                             struct ggml_tensor * v, float scale, int mode);
+SD_API struct ggml_tensor * ggml_sol_attn(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                            struct ggml_tensor * v, float scale, float tau);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,667 @@
+// CPU INT8 kernels (sd.quantize_i8_convrot.v1, sd.linear_i8.v1): every path (portable, VNNI,
+// AMX where present) bit-identical to a plain scalar reference written here from
+// int8-convrot-facts.md, on odd shapes, all ConvRot groups, all-zero rows, ±127/-128 extremes,
+// non-finite activations, shared packed activations, aliasing outputs and cancellation.
+//
+// Non-finite activations (the defined behaviour): a row whose rotated values contain NaN or
+// ±Inf quantizes to all zeros with scale NaN, so its whole output row is NaN; other rows are
+// unaffected. A row whose scale is subnormal (1/s overflows) quantizes nonzero values to ±127 and
+// zeros to 0.
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml-ext.h"
+#include "ggml.h"
+
+#include "cpu/int8-impl.h"
+#include "cpu/int8.h"
+#include "ggml_extensions.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using sd_int8::path;
+
+// ---------------------------------------------------------------------------------------------
+// Scalar reference (int8-convrot-facts.md), independent of the kernels
+
+void ref_rotate(std::vector<float> & row, int G) {
+    if (G <= 1) return;
+    const float c = 1.0f / sqrtf((float) G);
+    for (float & v : row) v = v * c;
+    for (size_t g0 = 0; g0 < row.size(); g0 += (size_t) G) {
+        float * v = row.data() + g0;
+        for (int s = 1; s < G; s *= 4) {
+            for (int blk = 0; blk < G; blk += 4 * s) {
+                for (int j = 0; j < s; ++j) {
+                    const float a = v[blk + j], b = v[blk + j + s], cc = v[blk + j + 2 * s], d = v[blk + j + 3 * s];
+                    const float o0 = ((a + b) + cc) - d;
+                    const float o1 = ((a + b) - cc) + d;
+                    const float o2 = ((a - b) + cc) + d;
+                    const float o3 = ((-a + b) + cc) + d;
+                    v[blk + j] = o0, v[blk + j + s] = o1, v[blk + j + 2 * s] = o2, v[blk + j + 3 * s] = o3;
+                }
+            }
+        }
+    }
+}
+
+float ref_quantize_row(const float * x, int64_t K, int G, int8_t * q) {
+    std::vector<float> r(x, x + K);
+    ref_rotate(r, G);
+    float amax = 0;
+    for (float v : r) {
+        if (!std::isfinite(v)) {
+            std::fill(q, q + K, 0);
+            return NAN;
+        }
+        amax = std::max(amax, std::fabs(v));
+    }
+    const float s   = amax / 127.0f;
+    const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+    for (int64_t i = 0; i < K; ++i) {
+        float f = r[i] * inv;
+        if (std::isnan(f)) {
+            q[i] = 0;
+            continue;
+        }
+        long v = std::isinf(f) ? (f > 0 ? 127 : -127) : lrintf(f);
+        q[i]   = (int8_t) std::min(127L, std::max(-127L, v));
+    }
+    return s;
+}
+
+void ref_linear(const int8_t * a, const float * sx, const int8_t * w, const float * ws, const float * b, int64_t rows,
+                int64_t K, int64_t N, float * y) {
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t o = 0; o < N; ++o) {
+            int32_t acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += (int32_t) a[r * K + k] * (int32_t) w[o * K + k];
+            float v = (float) acc * sx[r];
+            if (ws) v = v * ws[o];
+            if (b) v = v + b[o];
+            y[r * N + o] = v;
+        }
+    }
+}
+
+bool same_float(float a, float b) {
+    if (std::isnan(a) && std::isnan(b)) return true;
+    uint32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    return ia == ib;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture: a CPU backend with the sd schemas and the INT8 kernels registered
+
+struct env {
+    ggml_backend_t be = nullptr;
+    env() {
+        sd_ggml_register_extensions();
+        be = ggml_backend_cpu_init();
+        sd_cpu_register_int8(ggml_backend_get_device(be));
+    }
+    ~env() { ggml_backend_free(be); }
+};
+
+env & E() {
+    static env e;
+    return e;
+}
+
+struct path_scope {
+    explicit path_scope(path p) { sd_int8::set_path_override(p); }
+    ~path_scope() { sd_int8::set_path_override(path::automatic); }
+};
+
+std::vector<path> test_paths() {
+    std::vector<path> p = {path::portable};
+    if (sd_int8::path_available(path::vnni)) p.push_back(path::vnni);
+    if (sd_int8::path_available(path::amx)) p.push_back(path::amx);
+    return p;
+}
+
+struct ctx_holder {
+    ggml_context *        ctx = nullptr;
+    ggml_backend_buffer_t buf = nullptr;
+    ctx_holder() {
+        ggml_init_params p = {64 * ggml_tensor_overhead() + 8 * ggml_graph_overhead(), nullptr, true};
+        ctx                = ggml_init(p);
+    }
+    void alloc() { buf = ggml_backend_alloc_ctx_tensors(ctx, E().be); }
+    ~ctx_holder() {
+        if (buf) ggml_backend_buffer_free(buf);
+        ggml_free(ctx);
+    }
+};
+
+template <class T> void set(ggml_tensor * t, const std::vector<T> & v) {
+    ASSERT_EQ(ggml_nbytes(t), v.size() * sizeof(T));
+    ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
+}
+
+template <class T> std::vector<T> get(const ggml_tensor * t) {
+    std::vector<T> v(ggml_nbytes(t) / sizeof(T));
+    ggml_backend_tensor_get(t, v.data(), 0, ggml_nbytes(t));
+    return v;
+}
+
+ggml_status compute(ggml_context * ctx, std::initializer_list<ggml_tensor *> outs) {
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    for (ggml_tensor * t : outs) ggml_build_forward_expand(gf, t);
+    return ggml_backend_graph_compute(E().be, gf);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear cases
+
+enum kind { K_F32 = 0, K_PACKED = 1, K_I8 = 2 };
+
+struct lcase {
+    int64_t K, N, r1, r2;
+    int     group;
+    bool    has_ws, has_b;
+};
+
+struct data {
+    std::vector<float>  x;  // kind 0/1
+    std::vector<int8_t> xi; // kind 2
+    std::vector<float>  xs; // kind 2
+    std::vector<int8_t> w;
+    std::vector<float>  ws, b;
+};
+
+data make_data(const lcase & c, std::mt19937 & rng) {
+    const int64_t                         rows = c.r1 * c.r2;
+    data                                  d;
+    std::normal_distribution<float>       nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int>    wi(-127, 127);
+    std::uniform_real_distribution<float> pos(0.001f, 0.05f);
+    d.x.resize((size_t) (c.K * rows));
+    for (auto & v : d.x) v = nd(rng) * 3.0f;
+    // outlier rows make per-row scales differ
+    if (rows > 2) d.x[(size_t) c.K] = 40.0f;
+    d.xi.resize(d.x.size());
+    for (auto & v : d.xi) v = (int8_t) wi(rng);
+    d.xs.resize((size_t) rows);
+    for (auto & v : d.xs) v = pos(rng);
+    d.w.resize((size_t) (c.K * c.N));
+    for (auto & v : d.w) v = (int8_t) wi(rng);
+    d.ws.resize((size_t) c.N);
+    for (auto & v : d.ws) v = pos(rng);
+    d.b.resize((size_t) c.N);
+    for (auto & v : d.b) v = nd(rng);
+    return d;
+}
+
+// Runs the case through the graph on the current path and compares bit for bit.
+void run_linear(const lcase & c, kind kd, const data & d, int n_threads) {
+    const int64_t rows = c.r1 * c.r2;
+    ctx_holder    h;
+    ggml_tensor * w  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, c.K, c.N);
+    ggml_tensor * ws = c.has_ws ? ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, c.N) : nullptr;
+    ggml_tensor * b  = c.has_b ? ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, c.N) : nullptr;
+    ggml_tensor * x = nullptr, *in = nullptr, *xs = nullptr;
+    if (kd == K_I8) {
+        x  = ggml_new_tensor_3d(h.ctx, GGML_TYPE_I8, c.K, c.r1, c.r2);
+        xs = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, rows);
+        in = x;
+    } else {
+        x  = ggml_new_tensor_3d(h.ctx, GGML_TYPE_F32, c.K, c.r1, c.r2);
+        in = kd == K_PACKED ? ggml_quantize_i8_convrot(h.ctx, x, c.group <= 1 ? 1 : c.group) : x;
+        ASSERT_NE(in, nullptr) << ggml_ext_last_error();
+    }
+    ggml_tensor * y = ggml_mul_mat_i8_tensorwise(h.ctx, w, in, ws, b, c.group, xs);
+    ASSERT_NE(y, nullptr) << ggml_ext_last_error();
+    ASSERT_EQ(y->ne[0], c.N);
+    ASSERT_EQ(y->ne[1], c.r1);
+    ASSERT_EQ(y->ne[2], c.r2);
+    ASSERT_TRUE(ggml_backend_supports_op(E().be, y));
+    h.alloc();
+    set(w, d.w);
+    if (ws) set(ws, d.ws);
+    if (b) set(b, d.b);
+    if (kd == K_I8) {
+        set(x, d.xi);
+        set(xs, d.xs);
+    } else {
+        set(x, d.x);
+    }
+    ggml_backend_cpu_set_n_threads(E().be, n_threads);
+    ASSERT_EQ(compute(h.ctx, {y}), GGML_STATUS_SUCCESS);
+
+    // reference
+    std::vector<int8_t> qa((size_t) (rows * c.K));
+    std::vector<float>  sx((size_t) rows);
+    if (kd == K_I8) {
+        qa = d.xi;
+        sx = d.xs;
+    } else {
+        for (int64_t r = 0; r < rows; ++r) sx[r] = ref_quantize_row(&d.x[r * c.K], c.K, c.group <= 1 ? 1 : c.group, &qa[r * c.K]);
+    }
+    std::vector<float> yr((size_t) (rows * c.N));
+    ref_linear(qa.data(), sx.data(), d.w.data(), ws ? d.ws.data() : nullptr, b ? d.b.data() : nullptr, rows, c.K, c.N,
+               yr.data());
+    const std::vector<float> yk = get<float>(y);
+    int64_t                  bad = 0, first = -1;
+    for (size_t i = 0; i < yr.size(); ++i) {
+        if (!same_float(yr[i], yk[i])) {
+            if (first < 0) first = (int64_t) i;
+            ++bad;
+        }
+    }
+    ASSERT_EQ(bad, 0) << "first mismatch at " << first << ": ref " << yr[first] << " got " << yk[first];
+
+    if (kd == K_PACKED) {
+        // the packed tensor itself: rows, zero rows to pad4, then the scales
+        const std::vector<int8_t> pk   = get<int8_t>(in);
+        const int64_t             prow = (rows + 3) / 4 * 4;
+        ASSERT_EQ(0, memcmp(pk.data(), qa.data(), (size_t) (rows * c.K)));
+        for (int64_t i = rows * c.K; i < prow * c.K; ++i) ASSERT_EQ(pk[i], 0);
+        for (int64_t r = 0; r < rows; ++r) {
+            float s;
+            memcpy(&s, pk.data() + prow * c.K + 4 * r, 4);
+            ASSERT_TRUE(same_float(s, sx[r])) << "row scale " << r;
+        }
+    }
+}
+
+const std::vector<lcase> & cases() {
+    static const std::vector<lcase> c = {
+        {1, 1, 1, 1, 1, true, true},       {3, 5, 7, 1, 1, true, false},      {4, 17, 3, 1, 4, false, true},
+        {12, 33, 5, 1, 4, false, false},   {16, 16, 4, 1, 16, true, true},    {48, 70, 9, 1, 16, true, true},
+        {64, 65, 13, 1, 64, true, false},  {192, 31, 3, 2, 64, false, true},  {256, 129, 11, 1, 256, true, true},
+        {768, 100, 19, 1, 256, true, true}, {1028, 97, 7, 1, 4, true, true},  {1027, 50, 5, 5, 1, true, true},
+        {2304, 80, 7, 1, 256, true, true},  {64, 300, 200, 1, 16, true, true}, {5, 3, 1, 1, 0, false, false},
+    };
+    return c;
+}
+
+void run_all(kind kd, int n_threads) {
+    std::mt19937 rng(1234 + (int) kd);
+    for (path p : test_paths()) {
+        path_scope ps(p);
+        for (const lcase & c : cases()) {
+            SCOPED_TRACE(std::string("path ") + sd_int8::path_name(p) + " K=" + std::to_string(c.K) +
+                         " N=" + std::to_string(c.N) + " rows=" + std::to_string(c.r1 * c.r2) +
+                         " group=" + std::to_string(c.group) + " threads=" + std::to_string(n_threads));
+            const data d = make_data(c, rng);
+            run_linear(c, kd, d, n_threads);
+            if (::testing::Test::HasFatalFailure()) return;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+TEST(Int8Paths, f32_activations_match_reference) {
+    run_all(K_F32, 2);
+    run_all(K_F32, 3);
+}
+
+TEST(Int8Paths, packed_activations_match_reference) { run_all(K_PACKED, 2); }
+
+TEST(Int8Paths, plain_i8_activations_match_reference) {
+    run_all(K_I8, 2);
+    run_all(K_I8, 1);
+}
+
+TEST(Int8Paths, amx_path) {
+    if (!ggml_cpu_has_amx_int8()) GTEST_SKIP() << "this CPU has no AMX-INT8";
+    GTEST_SKIP() << "no AMX kernel is implemented yet; AMX CPUs use the VNNI path";
+}
+
+TEST(Int8Paths, path_switch_by_environment) {
+    sd_int8::set_path_override(path::automatic);
+    setenv("SD_INT8_PATH", "portable", 1);
+    EXPECT_EQ(sd_int8::resolve_path(), path::portable);
+    if (sd_int8::path_available(path::vnni)) {
+        setenv("SD_INT8_PATH", "vnni", 1);
+        EXPECT_EQ(sd_int8::resolve_path(), path::vnni);
+    }
+    unsetenv("SD_INT8_PATH");
+    EXPECT_NE(sd_int8::resolve_path(), path::automatic);
+}
+
+TEST(Int8Quantize, row_quantizers_match_reference) {
+    std::mt19937                    rng(7);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    for (int G : {1, 4, 16, 64, 256}) {
+        for (int64_t K : {(int64_t) G, (int64_t) G * 3, (int64_t) G * 5 + (G == 1 ? 2 : 0), (int64_t) 4096}) {
+            if (K % G) continue;
+            std::vector<float> x((size_t) K);
+            for (auto & v : x) v = nd(rng);
+            std::vector<int8_t> qr((size_t) K), qp((size_t) K), qv((size_t) K);
+            int32_t             sp, sv;
+            const float         s  = ref_quantize_row(x.data(), K, G, qr.data());
+            const float         s1 = sd_int8::quantize_row_portable(x.data(), K, G, qp.data(), &sp);
+            const float         s2 = sd_int8::quantize_row_avx512(x.data(), K, G, qv.data(), &sv);
+            SCOPED_TRACE("G=" + std::to_string(G) + " K=" + std::to_string(K));
+            EXPECT_TRUE(same_float(s, s1));
+            EXPECT_TRUE(same_float(s, s2));
+            EXPECT_EQ(qr, qp);
+            EXPECT_EQ(qr, qv);
+            int32_t sum = 0;
+            for (int8_t q : qr) sum += q;
+            EXPECT_EQ(sum, sp);
+            EXPECT_EQ(sum, sv);
+        }
+    }
+}
+
+TEST(Int8Quantize, rotation_is_orthogonal_hadamard) {
+    // rotating a unit vector gives a column of H/sqrt(G): every entry ±1/sqrt(G)
+    for (int G : {4, 16, 64, 256}) {
+        std::vector<float> v((size_t) G, 0.0f);
+        v[3] = 1.0f;
+        sd_int8::rotate_group_portable(v.data(), G);
+        for (float e : v) EXPECT_EQ(std::fabs(e), 1.0f / sqrtf((float) G));
+    }
+}
+
+TEST(Int8Quantize, ties_round_half_to_even) {
+    // amax 127 -> s = 1, inv = 1: the values themselves are rounded
+    const float         x[8] = {127.0f, 2.5f, -2.5f, 3.5f, 0.5f, -0.5f, 1.5f, -126.5f};
+    const int8_t        want[8] = {127, 2, -2, 4, 0, 0, 2, -126};
+    std::vector<int8_t> q(8);
+    int32_t             rs;
+    for (bool vec : {false, true}) {
+        const float s = vec ? sd_int8::quantize_row_avx512(x, 8, 1, q.data(), &rs)
+                            : sd_int8::quantize_row_portable(x, 8, 1, q.data(), &rs);
+        EXPECT_EQ(s, 1.0f);
+        EXPECT_EQ(0, memcmp(q.data(), want, 8));
+    }
+}
+
+TEST(Int8Special, zero_rows_extremes_and_nonfinite) {
+    const int64_t K = 256, N = 37, rows = 9;
+    for (int G : {1, 4, 16, 64, 256}) {
+        for (path p : test_paths()) {
+            path_scope ps(p);
+            SCOPED_TRACE(std::string("path ") + sd_int8::path_name(p) + " G=" + std::to_string(G));
+            std::mt19937 rng(99);
+            lcase        c{K, N, rows, 1, G, true, true};
+            data         d = make_data(c, rng);
+            std::fill(d.x.begin() + 0 * K, d.x.begin() + 1 * K, 0.0f);          // all-zero row
+            std::fill(d.x.begin() + 1 * K, d.x.begin() + 2 * K, 1000.0f);       // constant: ±127 after rotation
+            for (int64_t i = 0; i < K; ++i) d.x[2 * K + i] = (i & 1) ? -3e38f : 3e38f; // huge, finite
+            d.x[3 * K + 5] = NAN;                                                // NaN row
+            d.x[4 * K + 7] = INFINITY;                                           // Inf row
+            d.x[5 * K + 9] = -INFINITY;
+            for (int64_t i = 0; i < K; ++i) d.x[6 * K + i] = (i % 3) ? 1e-40f : 0.0f; // subnormal scale
+            for (int64_t i = 0; i < K * N; ++i) d.w[i] = (i % 2) ? 127 : -127;
+            run_linear(c, K_F32, d, 2);
+            run_linear(c, K_PACKED, d, 2);
+            if (::testing::Test::HasFatalFailure()) return;
+        }
+    }
+}
+
+TEST(Int8Special, nonfinite_row_gives_nan_output_row_only) {
+    const int64_t K = 64, N = 20, rows = 3;
+    ctx_holder    h;
+    ggml_tensor * w = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, N);
+    ggml_tensor * x = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, rows);
+    ggml_tensor * y = ggml_mul_mat_i8_tensorwise(h.ctx, w, x, nullptr, nullptr, 16);
+    ASSERT_NE(y, nullptr);
+    h.alloc();
+    std::vector<float> xv((size_t) (K * rows), 1.0f);
+    xv[K + 3] = NAN;
+    set(x, xv);
+    set(w, std::vector<int8_t>((size_t) (K * N), 1));
+    for (path p : test_paths()) {
+        path_scope ps(p);
+        ASSERT_EQ(compute(h.ctx, {y}), GGML_STATUS_SUCCESS);
+        const auto yv = get<float>(y);
+        for (int64_t o = 0; o < N; ++o) {
+            EXPECT_FALSE(std::isnan(yv[o]));
+            EXPECT_TRUE(std::isnan(yv[N + o]));
+            EXPECT_FALSE(std::isnan(yv[2 * N + o]));
+        }
+    }
+}
+
+TEST(Int8Special, int32_sum_exact_with_minus128) {
+    // plain I8 input may hold -128: the largest |sum| the VNNI offset trick has to survive
+    const int64_t K = 8195, N = 19, rows = 5;
+    std::mt19937  rng(5);
+    lcase         c{K, N, rows, 1, 0, true, true};
+    data          d = make_data(c, rng);
+    for (int64_t i = 0; i < K * rows; ++i) d.xi[i] = (i % 7 == 0) ? 127 : -128;
+    for (int64_t i = 0; i < K * N; ++i) d.w[i] = (i % 5 == 0) ? 127 : -128;
+    for (path p : test_paths()) {
+        path_scope ps(p);
+        run_linear(c, K_I8, d, 2);
+    }
+}
+
+TEST(Int8Layout, strided_inputs_rejected) {
+    ctx_holder    h;
+    ggml_tensor * big = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, 96, 8);
+    ggml_tensor * v   = ggml_view_2d(h.ctx, big, 64, 8, big->nb[1], 0); // rows strided
+    ggml_tensor * w   = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 64, 16);
+    EXPECT_EQ(ggml_quantize_i8_convrot(h.ctx, v, 16), nullptr);
+    EXPECT_EQ(ggml_mul_mat_i8_tensorwise(h.ctx, w, v, nullptr, nullptr, 16), nullptr);
+    ggml_tensor * t = ggml_transpose(h.ctx, ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 8, 64));
+    ggml_tensor * s = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, 8);
+    EXPECT_EQ(ggml_mul_mat_i8_tensorwise(h.ctx, w, t, nullptr, nullptr, 0, s), nullptr);
+    // group not dividing K, bad scale shapes
+    EXPECT_EQ(ggml_quantize_i8_convrot(h.ctx, ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, 40, 2), 16), nullptr);
+    EXPECT_EQ(ggml_mul_mat_i8_tensorwise(h.ctx, w, big, nullptr, nullptr, 0), nullptr); // K mismatch
+    ggml_tensor * x = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, 64, 8);
+    EXPECT_EQ(ggml_mul_mat_i8_tensorwise(h.ctx, w, x, ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, 15), nullptr, 16), nullptr);
+}
+
+TEST(Int8Graph, two_linears_share_one_packed_activation) {
+    const int64_t K = 128, N1 = 24, N2 = 40, rows = 6;
+    const int     G = 64;
+    ctx_holder    h;
+    ggml_tensor * x  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, rows);
+    ggml_tensor * w1 = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, N1);
+    ggml_tensor * w2 = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, N2);
+    ggml_tensor * q  = ggml_quantize_i8_convrot(h.ctx, x, G);
+    ASSERT_NE(q, nullptr);
+    ggml_tensor * y1 = ggml_mul_mat_i8_tensorwise(h.ctx, w1, q, nullptr, nullptr, G);
+    ggml_tensor * y2 = ggml_mul_mat_i8_tensorwise(h.ctx, w2, q, nullptr, nullptr, G);
+    ASSERT_NE(y1, nullptr);
+    ASSERT_NE(y2, nullptr);
+    ggml_cgraph * gf = ggml_new_graph(h.ctx);
+    ggml_build_forward_expand(gf, y1);
+    ggml_build_forward_expand(gf, y2);
+    int n_quant = 0, n_lin = 0;
+    for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) {
+        ggml_tensor * n = ggml_graph_node(gf, i);
+        if (ggml_ext_get_op(n) == sd_op_quantize_i8_convrot()) ++n_quant;
+        if (ggml_ext_get_op(n) == sd_op_linear_i8()) {
+            ++n_lin;
+            EXPECT_EQ(n->src[1], q);
+        }
+    }
+    EXPECT_EQ(n_quant, 1);
+    EXPECT_EQ(n_lin, 2);
+
+    h.alloc();
+    std::mt19937                    rng(3);
+    std::normal_distribution<float> nd;
+    std::vector<float>              xv((size_t) (K * rows));
+    for (auto & v : xv) v = nd(rng);
+    std::vector<int8_t> w1v((size_t) (K * N1)), w2v((size_t) (K * N2));
+    for (auto & v : w1v) v = (int8_t) (rng() % 255 - 127);
+    for (auto & v : w2v) v = (int8_t) (rng() % 255 - 127);
+    set(x, xv);
+    set(w1, w1v);
+    set(w2, w2v);
+    ASSERT_EQ(ggml_backend_graph_compute(E().be, gf), GGML_STATUS_SUCCESS);
+    std::vector<int8_t> qa((size_t) (K * rows));
+    std::vector<float>  sx((size_t) rows);
+    for (int64_t r = 0; r < rows; ++r) sx[r] = ref_quantize_row(&xv[r * K], K, G, &qa[r * K]);
+    std::vector<float> r1((size_t) (N1 * rows)), r2((size_t) (N2 * rows));
+    ref_linear(qa.data(), sx.data(), w1v.data(), nullptr, nullptr, rows, K, N1, r1.data());
+    ref_linear(qa.data(), sx.data(), w2v.data(), nullptr, nullptr, rows, K, N2, r2.data());
+    EXPECT_EQ(get<float>(y1), r1);
+    EXPECT_EQ(get<float>(y2), r2);
+}
+
+// Places every tensor of the context explicitly in one buffer; `alias` tensors share an address.
+TEST(Int8Alias, output_overlapping_input_uses_workspace) {
+    const int64_t K = 96, N = 48, rows = 7; // output rows*N*4 bytes >= input bytes of each kind
+    for (path p : test_paths()) {
+        path_scope ps(p);
+        for (int kd = 0; kd < 3; ++kd) {
+            SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " kind " + std::to_string(kd));
+            std::mt19937 rng(11 + kd);
+            lcase        c{K, N, rows, 1, 16, true, true};
+            data         d = make_data(c, rng);
+            ctx_holder   h;
+            ggml_tensor * w  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, N);
+            ggml_tensor * ws = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, N);
+            ggml_tensor * b  = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, N);
+            ggml_tensor * x = nullptr, *xs = nullptr, *in = nullptr;
+            if (kd == K_I8) {
+                x  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, rows);
+                xs = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, rows);
+                in = x;
+            } else {
+                x  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, rows);
+                in = kd == K_PACKED ? ggml_quantize_i8_convrot(h.ctx, x, 16) : x;
+            }
+            ggml_tensor * y = ggml_mul_mat_i8_tensorwise(h.ctx, w, in, ws, b, 16, xs);
+            ASSERT_NE(y, nullptr);
+            const size_t          sz  = 1 << 20;
+            ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(ggml_backend_get_default_buffer_type(E().be), sz);
+            char *                base = (char *) ggml_backend_buffer_get_base(buf);
+            size_t                off  = 0;
+            auto place = [&](ggml_tensor * t, char * at) { ASSERT_EQ(ggml_backend_tensor_alloc(buf, t, at), GGML_STATUS_SUCCESS); };
+            auto next  = [&](ggml_tensor * t) {
+                char * at = base + off;
+                off += (ggml_nbytes(t) + 255) & ~(size_t) 255;
+                return at;
+            };
+            place(w, next(w));
+            place(ws, next(ws));
+            place(b, next(b));
+            if (xs) place(xs, next(xs));
+            char * xat = next(y); // room for the larger of the two
+            place(x, xat);
+            if (kd == K_PACKED) place(in, next(in));
+            // the output aliases the activation the GEMM reads (the packed one for kind 1)
+            place(y, kd == K_PACKED ? (char *) in->data : xat);
+            set(w, d.w);
+            set(ws, d.ws);
+            set(b, d.b);
+            if (kd == K_I8) {
+                set(x, d.xi);
+                set(xs, d.xs);
+            } else {
+                set(x, d.x);
+            }
+            // kind 1: the graph quantizes into `in` first, then the linear overwrites it
+            ASSERT_EQ(compute(h.ctx, {y}), GGML_STATUS_SUCCESS);
+
+            std::vector<int8_t> qa((size_t) (rows * K));
+            std::vector<float>  sx((size_t) rows);
+            if (kd == K_I8) {
+                qa = d.xi;
+                sx = d.xs;
+            } else {
+                for (int64_t r = 0; r < rows; ++r) sx[r] = ref_quantize_row(&d.x[r * K], K, 16, &qa[r * K]);
+            }
+            std::vector<float> yr((size_t) (rows * N));
+            ref_linear(qa.data(), sx.data(), d.w.data(), d.ws.data(), d.b.data(), rows, K, N, yr.data());
+            EXPECT_EQ(get<float>(y), yr);
+            ggml_backend_buffer_free(buf);
+        }
+    }
+}
+
+TEST(Int8Alias, quantize_output_overlapping_input) {
+    const int64_t K = 64, rows = 10;
+    for (path p : test_paths()) {
+        path_scope    ps(p);
+        ctx_holder    h;
+        ggml_tensor * x = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, rows);
+        ggml_tensor * q = ggml_quantize_i8_convrot(h.ctx, x, 4);
+        ASSERT_NE(q, nullptr);
+        ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(ggml_backend_get_default_buffer_type(E().be), 1 << 16);
+        char *                base = (char *) ggml_backend_buffer_get_base(buf);
+        ASSERT_EQ(ggml_backend_tensor_alloc(buf, x, base), GGML_STATUS_SUCCESS);
+        ASSERT_EQ(ggml_backend_tensor_alloc(buf, q, base + 64), GGML_STATUS_SUCCESS); // overlaps x's row 0
+        std::mt19937                    rng(2);
+        std::normal_distribution<float> nd;
+        std::vector<float>              xv((size_t) (K * rows));
+        for (auto & v : xv) v = nd(rng);
+        set(x, xv);
+        ggml_cgraph * gf = ggml_new_graph(h.ctx);
+        ggml_build_forward_expand(gf, q);
+        ASSERT_EQ(ggml_backend_graph_compute(E().be, gf), GGML_STATUS_SUCCESS);
+        const auto          pk = get<int8_t>(q);
+        std::vector<int8_t> qa((size_t) K);
+        for (int64_t r = 0; r < rows; ++r) {
+            const float s = ref_quantize_row(&xv[r * K], K, 4, qa.data());
+            EXPECT_EQ(0, memcmp(pk.data() + r * K, qa.data(), (size_t) K)) << "row " << r;
+            float got;
+            memcpy(&got, pk.data() + 12 * K + 4 * r, 4); // pad4(10) = 12
+            EXPECT_EQ(got, s);
+        }
+        ggml_backend_buffer_free(buf);
+    }
+}
+
+struct abort_counter {
+    int calls      = 0;
+    int fire_after = 0; // returns true from this call on
+    static bool cb(void * d) {
+        abort_counter * a = static_cast<abort_counter *>(d);
+        return ++a->calls > a->fire_after;
+    }
+};
+
+TEST(Int8Abort, cancellation_returns_aborted) {
+    const int64_t K = 1024, N = 512, rows = 512;
+    for (path p : test_paths()) {
+        path_scope    ps(p);
+        ctx_holder    h;
+        ggml_tensor * w = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, N);
+        ggml_tensor * x = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, rows);
+        ggml_tensor * y = ggml_mul_mat_i8_tensorwise(h.ctx, w, x, nullptr, nullptr, 256);
+        ASSERT_NE(y, nullptr);
+        h.alloc();
+        set(x, std::vector<float>((size_t) (K * rows), 0.5f));
+        set(w, std::vector<int8_t>((size_t) (K * N), 3));
+        ggml_backend_cpu_set_n_threads(E().be, 2);
+        for (int fire : {0, 1}) {
+            SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " fire after " + std::to_string(fire));
+            abort_counter ac;
+            ac.fire_after = fire;
+            ggml_backend_cpu_set_abort_callback(E().be, abort_counter::cb, &ac);
+            const ggml_status st = compute(h.ctx, {y});
+            ggml_backend_cpu_set_abort_callback(E().be, nullptr, nullptr);
+            EXPECT_EQ(st, GGML_STATUS_ABORTED);
+        }
+        // the backend stays usable and the result is right afterwards
+        ASSERT_EQ(compute(h.ctx, {y}), GGML_STATUS_SUCCESS);
+        const auto yv = get<float>(y);
+        // every activation rotates to ±0.5*(...)=const magnitude; compare against the reference
+        std::vector<float>  xv((size_t) (K * rows), 0.5f);
+        std::vector<int8_t> qa((size_t) (K * rows)), wv((size_t) (K * N), 3);
+        std::vector<float>  sx((size_t) rows), yr((size_t) (N * rows));
+        for (int64_t r = 0; r < rows; ++r) sx[r] = ref_quantize_row(&xv[r * K], K, 256, &qa[r * K]);
+        ref_linear(qa.data(), sx.data(), wv.data(), nullptr, nullptr, rows, K, N, yr.data());
+        EXPECT_EQ(yv, yr);
+    }
+}
+
+} // namespace
