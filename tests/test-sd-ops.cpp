@@ -487,6 +487,32 @@ TEST(RmsNormMulRopeFusion, fusion_runs_on_any_thread_count) {
     }
 }
 
+// The fused kernel follows the rounding of whichever rms_norm path the backend runs, including
+// the portable one forced with ggml_backend_cpu_set_use_ref.
+TEST(RmsNormMulRopeFusion, fusion_equals_native_chain_on_portable_kernels) {
+    ASSERT_TRUE(sd_ggml_register_extensions());
+    ggml_backend_t b = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_use_ref(b, true);
+    const rope_case cases[] = {
+        {128, 5, 7, 1, 64, true}, {128, 4, 5, 2, 64, true}, {130, 2, 3, 2, 64, true}, {1000, 3, 9, 1, 64, true},
+    };
+    for (const rope_case & c : cases) {
+        fusion_graph ref(c, 0, false, true);
+        ref.g.build({ref.out});
+        sched_run rs(b);
+        rs.compute(ref.g);
+        const std::vector<float> want = get_f32(ref.out);
+
+        fusion_graph f(c, 0, false, false);
+        f.g.build({f.out});
+        sched_run s(b);
+        s.compute(f.g);
+        EXPECT_TRUE(s.fused_step());
+        expect_bitwise_equal(get_f32(f.out), want, "fused vs native chain, portable kernels");
+    }
+    ggml_backend_free(b);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Malformed constructions: NULL with the reason (naming the operator) in ggml_ext_last_error()
 

@@ -60,6 +60,7 @@ GGML_API void           ggml_backend_cpu_set_abort_callback(ggml_backend_t backe
                                                             void * abort_callback_data);
 // Force the portable reference kernels (disables SIMD fast paths).
 GGML_API void           ggml_backend_cpu_set_use_ref(ggml_backend_t backend_cpu, bool use_ref);
+GGML_API bool           ggml_backend_cpu_get_use_ref(ggml_backend_t backend_cpu);
 
 GGML_API ggml_backend_reg_t ggml_backend_cpu_reg(void);
 

@@ -602,6 +602,8 @@ void ggml_backend_cpu_set_abort_callback(ggml_backend_t backend_cpu, ggml_abort_
 
 void ggml_backend_cpu_set_use_ref(ggml_backend_t backend_cpu, bool use_ref) { cpu_ctx(backend_cpu)->use_ref = use_ref; }
 
+bool ggml_backend_cpu_get_use_ref(ggml_backend_t backend_cpu) { return cpu_ctx(backend_cpu)->use_ref; }
+
 ggml_backend_reg_t ggml_backend_cpu_reg(void) { return &cpu_reg; }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 // mul/add instructions). The fused kernel also reproduces the CPU backend's RMS_NORM rounding:
 // the sum of squares is accumulated in double in the same order as the backend's kernel (which
 // is exact-order sensitive), then its scale is applied exactly as that kernel does, then the
-// weight multiply. See backend_rms_uses_avx512 for the one case we cannot see from here.
+// weight multiply. See cpu_has_avx512_rms_path.
 
 #include "cpu_kernels.h"
 
@@ -35,9 +35,8 @@ namespace {
 
 // Whether the backend's RMS_NORM takes its AVX-512 row path: it does when the CPU has AVX-512
 // F/BW/VL, FMA and F16C (x86-64 GCC/Clang builds), unless the backend was told to use the
-// portable reference path (ggml_backend_cpu_set_use_ref), which has no public getter: with
-// use_ref the fused result may differ from the chain by 1 ulp of the norm output.
-bool backend_rms_uses_avx512() {
+// portable reference path (ggml_backend_cpu_set_use_ref; checked by the caller).
+bool cpu_has_avx512_rms_path() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
     static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") &&
@@ -389,7 +388,7 @@ enum ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * no
     fill_geometry(job, norm->src[0], out);
     job.w = (const float *) mul->src[1]->data;
     memcpy(&job.eps, norm->op_params, sizeof(float));
-    job.avx512_rms                = backend_rms_uses_avx512();
+    job.avx512_rms = cpu_has_avx512_rms_path() && !(ggml_backend_is_cpu(backend) && ggml_backend_cpu_get_use_ref(backend));
     job.svc                       = service_of(user_data);
     const ggml_tensor * inputs[3] = {norm->src[0], mul->src[1], out->src[1]};
     return run_job(job, out, inputs, 3, backend, workspace, workspace_bytes);
