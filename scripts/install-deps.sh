@@ -6,7 +6,8 @@ set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # libopenblas-dev: the sgemm baseline of bench-ops (optional for the library itself)
-for pkg in cmake make g++ libgtest-dev python3 libopenblas-dev pkg-config; do
+# python3-numpy, python3-pip: the Python side of test-io (tests/io_roundtrip.py)
+for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev pkg-config; do
     have_pkg "$pkg" || need+=("$pkg")
 done
 
@@ -21,4 +22,15 @@ if ((${#need[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq || echo "install-deps: apt-get update failed; trying install anyway" >&2
     $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# test-io checks our safetensors files against the reference implementation, the `safetensors`
+# Python package (not packaged by Debian 12), with numpy, in whichever python3 is first on PATH
+# (which may not be Debian's). pip runs only when an import is missing.
+if ! python3 -c 'import numpy, safetensors' >/dev/null 2>&1; then
+    echo "install-deps: installing numpy and safetensors for $(command -v python3) with pip"
+    export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+    python3 -m pip install --quiet numpy safetensors >/dev/null 2>&1 ||
+        python3 -m pip install --quiet --break-system-packages numpy safetensors ||
+        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will be skipped" >&2
 fi

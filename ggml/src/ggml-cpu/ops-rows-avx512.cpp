@@ -3,7 +3,7 @@
 // per packed F32 row.
 //
 // Precision mirrors the portable kernels: norm statistics and the soft_max normaliser are summed
-// in double; rope angles are formed and reduced in double (the float sin/cos polynomials then see
+// in double (norm's output pass is float with a double-float correction, see there); rope angles are formed and reduced in double (the float sin/cos polynomials then see
 // |r| <= pi/4 only).
 
 #include "ops-fast.h"
@@ -54,32 +54,63 @@ void ggml_avx512_rms_norm_row(const float * x, float * y, int64_t n, float eps) 
     }
 }
 
+// One statistics pass and one output pass, both streaming the row once:
+//  * statistics: d = x - x0 (x0 = the row's first element, a shift that keeps E[d^2] - E[d]^2
+//    from cancelling when |mean| >> std) in float; d and d^2 are summed in float over 64-element
+//    blocks and the block sums in double, so the statistics carry ~1e-7 relative error for any
+//    row length.
+//  * output: (x - mean) * s as fl(fl(x s_hi + c_hi) + fl(x s_lo + c_lo)) with s = s_hi + s_lo and
+//    c = -mean s = c_hi + c_lo split into float pairs: the first FMA cancels x s_hi against c_hi
+//    exactly before its one rounding, the second restores the low parts, so the result is within
+//    ~1 ulp of the double formula even when |mean| >> std, at float speed.
 void ggml_avx512_norm_row(const float * x, float * y, int64_t n, float eps) {
-    const double  mean = row_sum_d<false>(x, n) / (double) n;
-    const __m512d vm   = _mm512_set1_pd(mean);
-    __m512d       a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m  = tail_mask(n - i);
-        const __m512    v  = load(x + i, m);
-        __m512d         lo = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), vm);
-        __m512d         hi = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), vm);
-        // lanes past the end hold 0 - mean: drop them
-        lo = _mm512_maskz_mov_pd((__mmask8) (m & 0xFF), lo);
-        hi = _mm512_maskz_mov_pd((__mmask8) (m >> 8), hi);
-        a0 = _mm512_fmadd_pd(lo, lo, a0);
-        a1 = _mm512_fmadd_pd(hi, hi, a1);
+    const __m512 x0 = _mm512_set1_ps(x[0]);
+    __m512d      s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    __m512d      q0 = _mm512_setzero_pd(), q1 = _mm512_setzero_pd();
+    // float partial sums over 4 vectors (each lane adds 4 terms: error ~2^-22 relative), then
+    // widened into the double accumulators
+    auto flush = [&](__m512 s, __m512 q) {
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(s)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+        q0 = _mm512_add_pd(q0, _mm512_cvtps_pd(_mm512_castps512_ps256(q)));
+        q1 = _mm512_add_pd(q1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(q), 1))));
+    };
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + i), x0);
+        const __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 16), x0);
+        const __m512 d2 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 32), x0);
+        const __m512 d3 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 48), x0);
+        const __m512 sv = _mm512_add_ps(_mm512_add_ps(d0, d1), _mm512_add_ps(d2, d3));
+        const __m512 qv = _mm512_add_ps(_mm512_fmadd_ps(d0, d0, _mm512_mul_ps(d1, d1)), _mm512_fmadd_ps(d2, d2, _mm512_mul_ps(d3, d3)));
+        flush(sv, qv);
     }
-    const double  var   = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1)) / (double) n;
-    const __m512d vs    = _mm512_set1_pd(1.0 / std::sqrt(var + (double) eps));
-    // (x - mean) * scale in double, rounded once, as the portable kernel does
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m  = tail_mask(n - i);
-        const __m512    v  = load(x + i, m);
-        const __m512d   lo = _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), vm), vs);
-        const __m512d   hi = _mm512_mul_pd(
-            _mm512_sub_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), vm), vs);
-        const __m512 r = join(_mm512_cvtpd_ps(lo), _mm512_cvtpd_ps(hi));
-        store(y + i, r, m);
+    for (; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512    d = _mm512_maskz_sub_ps(m, load(x + i, m), x0); // lanes past the end: 0
+        flush(d, _mm512_mul_ps(d, d));
+    }
+    const double md   = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) / (double) n;
+    double       var  = _mm512_reduce_add_pd(_mm512_add_pd(q0, q1)) / (double) n - md * md;
+    var               = var > 0.0 ? var : 0.0;
+    const double mean = (double) x[0] + md;
+    const double sc   = 1.0 / std::sqrt(var + (double) eps);
+    const double c    = -mean * sc;
+    const float  sh = (float) sc, sl = (float) (sc - (double) sh);
+    const float  ch = (float) c, cl = (float) (c - (double) ch);
+    const __m512 vsh = _mm512_set1_ps(sh), vsl = _mm512_set1_ps(sl), vch = _mm512_set1_ps(ch), vcl = _mm512_set1_ps(cl);
+    i                = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+        const __m512 ra = _mm512_add_ps(_mm512_fmadd_ps(a, vsh, vch), _mm512_fmadd_ps(a, vsl, vcl));
+        const __m512 rb = _mm512_add_ps(_mm512_fmadd_ps(b, vsh, vch), _mm512_fmadd_ps(b, vsl, vcl));
+        _mm512_storeu_ps(y + i, ra);
+        _mm512_storeu_ps(y + i + 16, rb);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512    v = load(x + i, m);
+        store(y + i, _mm512_add_ps(_mm512_fmadd_ps(v, vsh, vch), _mm512_fmadd_ps(v, vsl, vcl)), m);
     }
 }
 

@@ -16,6 +16,9 @@
 //               99 ulp / rel 6.1e-6 at x ~ -8: both are the conditioning of rounding the float
 //               argument (1.702 x, z) before the exponential, not the vector code; same as the
 //               portable float formula.
+//   (Re-measured after the degree-6 exp and the divide-based logistic, 2^20 samples each:
+//   exp 0.86, sigmoid 2.40, silu 3.24, gelu_quick 12.2 and gelu 87 ulp on [-8, 8], tanh 1.30,
+//   erfc 5.7, gelu_erf rel 2.8e-6: all inside the bounds above.)
 //   v_tanh:     1.4 ulp on [-10, 10] (odd polynomial below |x| = 0.625, 1 - 2/(e^2|x| + 1) above).
 //   v_erfc:     6.4 ulp on [-10, 10] (relative error; subnormal results excepted).
 //   v_gelu_erf: rel 2.8e-6 on [-6, 6] (44 ulp at x ~ -5.8, again the conditioning of x/sqrt2).
@@ -79,30 +82,28 @@ inline __m512 neg_abs(__m512 x) {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int) 0x80000000u)));
 }
 
-// The logistic family from e = e^{-|u|} and rc = 1/(1 + e) (vrcp14ps plus one Newton step,
-// relative error ~2^-27, instead of a divide that would be the bottleneck): for u >= 0,
-// sigmoid(u) = rc; for u < 0, e * rc, so the negative tail keeps its relative accuracy down to
-// the subnormals instead of flushing once e^-u overflows.
+// The logistic family from e = e^{-|u|} and d = 1 + e: sigmoid(u) = 1/d for u >= 0 and e/d for
+// u < 0, so the negative tail keeps its relative accuracy down to the subnormals instead of
+// flushing once e^-u overflows. One correctly rounded divide: it runs on the divider, beside the
+// FMA pipes, and measured faster than vrcp14ps plus a Newton step (three more FMA-pipe ops).
 struct logistic {
-    __m512    e, rc;
+    __m512    e, d;
     __mmask16 neg; // u < 0
 };
 inline logistic logistic_of(__m512 u) {
-    logistic     l;
+    logistic l;
     // max with the constant first: the second operand is returned for NaN, so NaN survives
-    l.e            = exp_clamped(_mm512_max_ps(_mm512_set1_ps(-105.0f), neg_abs(u)));
-    const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), l.e);
-    __m512       r = _mm512_rcp14_ps(d);
-    l.rc           = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
-    l.neg          = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ);
+    l.e   = exp_clamped(_mm512_max_ps(_mm512_set1_ps(-105.0f), neg_abs(u)));
+    l.d   = _mm512_add_ps(_mm512_set1_ps(1.0f), l.e);
+    l.neg = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ);
     return l;
 }
 
-// x * sigmoid(u) for u with the sign of x: (x or x e) * rc. x is first clamped to >= -FLT_MAX so
+// x * sigmoid(u) for u with the sign of x: (x or x e) / d. x is first clamped to >= -FLT_MAX so
 // that x -> -inf gives -inf * 0 -> -0 (the limit, as the portable kernels return), not NaN.
 inline __m512 times_logistic(__m512 x, const logistic & l) {
     const __m512 xc = _mm512_max_ps(_mm512_set1_ps(-3.40282347e+38f), x);
-    return _mm512_mul_ps(_mm512_mask_mul_ps(xc, l.neg, xc, l.e), l.rc);
+    return _mm512_div_ps(_mm512_mask_mul_ps(xc, l.neg, xc, l.e), l.d);
 }
 } // namespace detail
 
@@ -115,7 +116,7 @@ inline __m512 v_exp(__m512 x) {
 
 inline __m512 v_sigmoid(__m512 x) {
     const detail::logistic l = detail::logistic_of(x);
-    return _mm512_mask_mul_ps(l.rc, l.neg, l.rc, l.e);
+    return _mm512_div_ps(_mm512_mask_blend_ps(l.neg, _mm512_set1_ps(1.0f), l.e), l.d);
 }
 
 // x * s where s -> 0 as x -> -inf: the limit is -0, not (-inf) * 0 (matches the portable kernels).

@@ -1,0 +1,165 @@
+#pragma once
+
+// krea2.h — the Krea2 single-stream DiT block stack (dit-workloads.md §2.2, §2.3, §4) as a ggml
+// graph, with every block linear in F32, BF16 or INT8 ConvRot, plus the host-side pieces the
+// graph needs (weights in a backend buffer, the RoPE pe tensor, the modulation vector).
+//
+// Width is a parameter so that tests run small; the defaults are the real model's. The head
+// dimension is fixed at 128 because the RoPE axes (32/48/48) cover exactly 128 dims.
+
+#include "ggml-backend.h"
+#include "ggml.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace krea2 {
+
+constexpr int64_t HEAD_DIM = 128;
+
+enum class wtype { f32, bf16, int8 };
+const char * wtype_name(wtype t);
+bool         parse_wtype(const std::string & s, wtype & out);
+
+struct config {
+    int64_t hidden      = 6144;
+    int64_t heads       = 48;
+    int64_t kv_heads    = 12;
+    int64_t mlp         = 16384;
+    int     blocks      = 2;
+    int64_t tokens      = 1024; // L = text + image tokens
+    int64_t text_tokens = 32;
+    float   eps         = 1e-5f;
+    int     group       = 256; // ConvRot group used when quantizing F32 weights to INT8
+    float   theta       = 1000.0f;
+
+    int64_t image_tokens() const { return tokens - text_tokens; }
+    // "" when consistent, else why not (one line)
+    std::string validate() const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Host-side weights of one block: every linear as F32 or as stored INT8 (+ per-row scale).
+
+struct host_linear {
+    int64_t              in = 0, out = 0;
+    bool                 is_i8 = false;
+    int                  group = 0; // ConvRot group of the stored INT8 weight (0/1: none)
+    std::vector<float>   f32;       // [out][in] (ggml [in, out])
+    std::vector<int8_t>  i8;        // [out][in]
+    std::vector<float>   scale;     // [out]
+};
+
+struct host_block {
+    host_linear        wq, wk, wv, gate, wo, mgate, up, down;
+    std::vector<float> mod_lin;  // [6*hidden]
+    std::vector<float> prenorm, postnorm, qnorm, knorm;
+
+    host_linear * linears[8] = {&wq, &wk, &wv, &gate, &wo, &mgate, &up, &down};
+};
+
+// Checkpoint names of the eight linears, in host_block::linears order.
+extern const char * const LINEAR_NAMES[8];
+
+// Where block weights come from. get_block is called once per block, in order.
+class weight_source {
+  public:
+    virtual ~weight_source() = default;
+    virtual bool get_block(const config & cfg, int i, host_block & out, std::string & err) = 0;
+};
+
+// Deterministic synthetic weights: linears uniform in [-1, 1) / sqrt(in), norm scales and the
+// modulation parameter small uniform values; depends only on (seed, block, tensor).
+class synthetic_source : public weight_source {
+  public:
+    explicit synthetic_source(uint64_t seed) : seed_(seed) {}
+    bool get_block(const config & cfg, int i, host_block & out, std::string & err) override;
+  private:
+    uint64_t seed_;
+};
+
+// The synthetic tvec [6*hidden] (the shared timestep modulation vector) and input x
+// [hidden, tokens] for a seed.
+std::vector<float> synthetic_tvec(const config & cfg, uint64_t seed);
+std::vector<float> synthetic_input(const config & cfg, uint64_t seed);
+
+// Host pe tensor [2, 2, 64, L] (§4.2): text tokens ids (0,0,0), image tokens (0, y, x) on a
+// square grid of side ceil(sqrt(I)) filled row-major.
+std::vector<float> build_pe(const config & cfg);
+
+// The facts-sheet ConvRot helpers (int8-convrot-facts.md), used when src/io is unavailable.
+void rotate_row(float * row, int64_t n, int group);
+void quantize_rows(const float * w, int64_t out, int64_t in, int group, int8_t * q, float * scale);
+
+// ---------------------------------------------------------------------------------------------
+// Weights in a CPU backend buffer, in one dtype.
+
+struct linear_t {
+    ggml_tensor * w     = nullptr; // F32/BF16 [in, out] or I8 [in, out]
+    ggml_tensor * scale = nullptr; // I8 only: F32 [out]
+    int           group = 0;       // I8 only: ConvRot group the weight was rotated with
+};
+
+struct block_t {
+    linear_t      wq, wk, wv, gate, wo, mgate, up, down;
+    ggml_tensor * mod_lin = nullptr, *prenorm = nullptr, *postnorm = nullptr, *qnorm = nullptr, *knorm = nullptr;
+};
+
+using progress_fn = std::function<void(int done, int total, const char * what)>;
+
+class model {
+  public:
+    model() = default;
+    ~model();
+    model(const model &)             = delete;
+    model & operator=(const model &) = delete;
+
+    // Converts every block of src to `type` (F32 <-> BF16 <-> INT8 as needed: F32 -> INT8
+    // quantizes with cfg.group, INT8 -> F32 dequantizes and undoes the rotation). src NULL:
+    // allocate only (contents undefined; for plan inspection, which never computes).
+    bool load(const config & cfg, wtype type, weight_source * src, std::string & err,
+              const progress_fn & progress = nullptr);
+
+    const config &               cfg() const { return cfg_; }
+    wtype                        type() const { return type_; }
+    const std::vector<block_t> & blocks() const { return blocks_; }
+    size_t                       weight_bytes() const;
+
+  private:
+    config                cfg_;
+    wtype                 type_   = wtype::f32;
+    ggml_context *        ctx_    = nullptr;
+    ggml_backend_buffer_t buf_    = nullptr;
+    std::vector<block_t>  blocks_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Graph construction
+
+struct build_options {
+    bool rope_ext = true; // sd_rope_apply; false: the native op chain of §4.3
+    bool fusion   = true; // node order that lets RMSNorm -> Mul -> RoPE fuse; false: interleaved
+};
+
+struct block_inputs {
+    ggml_tensor * x    = nullptr; // F32 [hidden, L]
+    ggml_tensor * pe   = nullptr; // F32 [2, 2, 64, L]
+    ggml_tensor * tvec = nullptr; // F32 [6*hidden]
+    ggml_tensor * one  = nullptr; // F32 [1] holding 1.0
+};
+
+// Creates the four inputs (flagged as inputs) in ctx.
+block_inputs new_inputs(ggml_context * ctx, const config & cfg);
+
+// Adds block i to gf and returns its output [hidden, L] (flagged as output). NULL with err
+// when an sd constructor rejects its inputs.
+ggml_tensor * build_block(ggml_context * ctx, ggml_cgraph * gf, const model & m, int i, const block_inputs & in,
+                          const build_options & o, std::string & err);
+
+// Graph metadata size for one block graph.
+size_t block_graph_nodes();
+
+} // namespace krea2

@@ -1,0 +1,170 @@
+// runner.cpp — block-by-block execution of the Krea2 stack through the scheduler.
+
+#include "runner.h"
+
+#include "ggml-cpu.h"
+#include "ggml-ext.h"
+#include "ggml_extensions.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace krea2 {
+
+runner::~runner() {
+    if (sched_) ggml_backend_sched_free(sched_);
+    if (backend_) ggml_backend_free(backend_);
+}
+
+bool runner::init(int threads, std::string & err) {
+    // kernels and fusion rules of the sd operators on every device in the registry
+    if (!sd_ggml_register_extensions()) {
+        err = std::string("sd extension registration failed: ") + ggml_ext_last_error();
+        return false;
+    }
+    backend_ = ggml_backend_cpu_init();
+    if (!backend_) { err = "cannot initialise the CPU backend"; return false; }
+    if (threads > 0) ggml_backend_cpu_set_n_threads(backend_, threads);
+    ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type();
+    sched_ = ggml_backend_sched_new(&backend_, &buft, 1, block_graph_nodes(), false, false);
+    if (!sched_) { err = "cannot create the scheduler"; return false; }
+    return true;
+}
+
+namespace {
+
+struct block_graph {
+    ggml_context * ctx = nullptr;
+    ggml_cgraph *  gf  = nullptr;
+    block_inputs   in;
+    ggml_tensor *  out = nullptr;
+    ~block_graph() { if (ctx) ggml_free(ctx); }
+};
+
+bool make_graph(const model & m, const build_options & o, int blk, block_graph & g, std::string & err) {
+    const size_t n = block_graph_nodes();
+    ggml_init_params ip{ggml_tensor_overhead() * n + ggml_graph_overhead_custom(n, false), nullptr, true};
+    g.ctx = ggml_init(ip);
+    if (!g.ctx) { err = "out of memory (graph context)"; return false; }
+    g.gf  = ggml_new_graph_custom(g.ctx, n, false);
+    g.in  = new_inputs(g.ctx, m.cfg());
+    g.out = build_block(g.ctx, g.gf, m, blk, g.in, o, err);
+    return g.out != nullptr;
+}
+
+} // namespace
+
+bool runner::forward(const model & m, const build_options & o, const std::vector<float> & x,
+                     const std::vector<float> & tvec, result & r, std::string & err, const block_cb & cb) {
+    const config & c = m.cfg();
+    if (x.size() != (size_t) (c.hidden * c.tokens) || tvec.size() != (size_t) (6 * c.hidden)) {
+        err = "input sizes do not match the model";
+        return false;
+    }
+    const std::vector<float> pe  = build_pe(c);
+    const float              one = 1.0f;
+    r.out                         = x;
+    r.block_s.clear();
+    r.total_s = 0;
+    for (int i = 0; i < c.blocks; ++i) {
+        block_graph g;
+        if (!make_graph(m, o, i, g, err)) return false;
+        ggml_backend_sched_reset(sched_);
+        if (!ggml_backend_sched_alloc_graph(sched_, g.gf)) {
+            err = "the scheduler could not allocate block " + std::to_string(i) + " (out of memory?)";
+            return false;
+        }
+        ggml_backend_tensor_set(g.in.x, r.out.data(), 0, ggml_nbytes(g.in.x));
+        ggml_backend_tensor_set(g.in.pe, pe.data(), 0, ggml_nbytes(g.in.pe));
+        ggml_backend_tensor_set(g.in.tvec, tvec.data(), 0, ggml_nbytes(g.in.tvec));
+        ggml_backend_tensor_set(g.in.one, &one, 0, sizeof(float));
+        const auto       t0 = std::chrono::steady_clock::now();
+        enum ggml_status st = ggml_backend_sched_graph_compute(sched_, g.gf);
+        const auto       t1 = std::chrono::steady_clock::now();
+        if (st != GGML_STATUS_SUCCESS) {
+            err = "block " + std::to_string(i) + " failed to compute (status " + std::to_string((int) st) + ")";
+            return false;
+        }
+        ggml_backend_tensor_get(g.out, r.out.data(), 0, ggml_nbytes(g.out));
+        const double s = std::chrono::duration<double>(t1 - t0).count();
+        r.block_s.push_back(s);
+        r.total_s += s;
+        if (cb) cb(i + 1, c.blocks);
+    }
+    ggml_backend_sched_reset(sched_);
+    return true;
+}
+
+bool runner::plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err) {
+    block_graph g;
+    if (!make_graph(m, o, blk, g, err)) return false;
+    ggml_backend_sched_reset(sched_);
+    if (!ggml_backend_sched_alloc_graph(sched_, g.gf)) {
+        err = "the scheduler could not allocate the block graph (out of memory?)";
+        return false;
+    }
+    const int n = ggml_graph_n_nodes(g.gf);
+    p.nodes.assign((size_t) n, node_row{});
+    for (int i = 0; i < n; ++i) {
+        ggml_tensor * t = ggml_graph_node(g.gf, i);
+        node_row &    row = p.nodes[(size_t) i];
+        row.index         = i;
+        ggml_ext_op_t eo  = ggml_ext_get_op(t);
+        row.op            = eo ? ggml_ext_op_name(eo) : ggml_op_desc(t);
+        row.name          = t->name;
+        ggml_backend_t be = ggml_backend_sched_get_tensor_backend(sched_, t);
+        row.device        = be ? ggml_backend_name(be) : "-";
+        row.mode          = "native";
+        row.step          = -1;
+        if (eo == sd_op_quantize_i8_convrot()) p.n_quantize++;
+    }
+    p.n_steps = ggml_ext_sched_n_steps(sched_);
+    for (int s = 0; s < p.n_steps; ++s) {
+        ggml_ext_step_info info{};
+        if (!ggml_ext_sched_get_step(sched_, s, &info)) continue;
+        p.workspace_bytes += info.workspace_bytes;
+        p.workspace_max = std::max(p.workspace_max, info.workspace_bytes);
+        if (info.kernel) {
+            if (info.fused) { p.n_fused++; p.fused_rules.push_back(info.kernel); }
+            else p.n_ext++;
+        }
+        for (int k = info.first_node; k < info.first_node + info.n_nodes && k < n; ++k) {
+            node_row & row = p.nodes[(size_t) k];
+            row.step       = s;
+            row.device     = ggml_backend_name(info.backend);
+            if (info.kernel) {
+                row.mode   = info.fused ? "fused" : "extension";
+                row.kernel = info.kernel;
+            }
+        }
+    }
+    p.buffer_bytes = ggml_backend_sched_get_buffer_size(sched_, backend_);
+    ggml_backend_sched_reset(sched_);
+    return true;
+}
+
+double rel_rms(const std::vector<float> & a, const std::vector<float> & b) {
+    double num = 0, den = 0;
+    const size_t n = std::min(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i) {
+        const double d = (double) a[i] - (double) b[i];
+        num += d * d;
+        den += (double) b[i] * (double) b[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+double rel_rms_update(const std::vector<float> & a, const std::vector<float> & b, const std::vector<float> & x) {
+    double num = 0, den = 0;
+    const size_t n = std::min(std::min(a.size(), b.size()), x.size());
+    for (size_t i = 0; i < n; ++i) {
+        const double d = (double) a[i] - (double) b[i], u = (double) b[i] - (double) x[i];
+        num += d * d;
+        den += u * u;
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+} // namespace krea2

@@ -1,0 +1,67 @@
+#pragma once
+
+// runner.h — runs a krea2::model block by block through ggml_backend_sched on the CPU backend
+// (one graph per block; the residual stream goes block to block through host memory), and
+// describes the scheduled plan of a block graph.
+
+#include "krea2.h"
+
+#include "ggml-backend.h"
+
+#include <string>
+#include <vector>
+
+namespace krea2 {
+
+class runner {
+  public:
+    // Registers the sd extensions (kernels and fusion rules), then the CPU backend and the
+    // scheduler. threads <= 0: the CPU backend default.
+    runner() = default;
+    ~runner();
+    runner(const runner &)             = delete;
+    runner & operator=(const runner &) = delete;
+
+    bool init(int threads, std::string & err);
+
+    struct result {
+        std::vector<float>  out;          // [hidden, L]
+        std::vector<double> block_s;      // compute seconds of each block graph
+        double              total_s = 0;  // sum of block_s
+    };
+    using block_cb = std::function<void(int done, int total)>;
+
+    // x: [hidden, L]; tvec: [6*hidden]. Plan/alloc time is excluded from block_s.
+    bool forward(const model & m, const build_options & o, const std::vector<float> & x, const std::vector<float> & tvec,
+                 result & r, std::string & err, const block_cb & cb = nullptr);
+
+    // One plan row per graph node of block `blk`'s graph, as the scheduler allocated it.
+    struct node_row {
+        int         index;
+        std::string op, name, device, mode, kernel; // mode: native | extension | fused
+        int         step;                          // plan step covering it (-1: none)
+    };
+    struct plan_info {
+        std::vector<node_row> nodes;
+        size_t                workspace_bytes = 0; // sum of the steps' prepared workspace requests
+        size_t                workspace_max   = 0; // the largest single request
+        size_t                buffer_bytes    = 0; // ggml_backend_sched_get_buffer_size (incl. workspace)
+        int                   n_steps = 0, n_fused = 0, n_ext = 0, n_quantize = 0;
+        std::vector<std::string> fused_rules;      // rule name of each fused step
+    };
+    bool plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err);
+
+    ggml_backend_t backend() const { return backend_; }
+
+  private:
+    ggml_backend_t       backend_ = nullptr;
+    ggml_backend_sched_t sched_   = nullptr;
+};
+
+// Relative RMS deviation ||a - b|| / ||b|| (b the reference).
+double rel_rms(const std::vector<float> & a, const std::vector<float> & b);
+// The same for what the stack added to its input x: ||a - b|| / ||b - x|| (the residual stream
+// carries x through unchanged, which would otherwise dilute the deviation).
+double rel_rms_update(const std::vector<float> & a, const std::vector<float> & b, const std::vector<float> & x);
+
+} // namespace krea2

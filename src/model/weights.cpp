@@ -1,0 +1,132 @@
+// weights.cpp — Krea2 block weights from a safetensors checkpoint through sdio (src/io).
+
+#include "weights.h"
+
+#if __has_include("io/comfy_int8.h")
+#    define KREA2_HAVE_SDIO 1
+#    include "io/comfy_int8.h"
+#    include "io/safetensors.h"
+#else
+#    define KREA2_HAVE_SDIO 0
+#endif
+
+namespace krea2 {
+
+#if KREA2_HAVE_SDIO
+
+bool have_checkpoint_io() { return true; }
+
+namespace {
+
+class checkpoint_source : public weight_source {
+  public:
+    explicit checkpoint_source(std::unique_ptr<sdio::reader> r) : r_(std::move(r)) {}
+
+    bool get_block(const config & cfg, int i, host_block & b, std::string & err) override {
+        const std::string pre = "blocks." + std::to_string(i) + ".";
+        for (int k = 0; k < 8; ++k) {
+            sdio::linear_module m;
+            const std::string   name = pre + LINEAR_NAMES[k];
+            if (!sdio::read_linear(*r_, name, m, err)) return false;
+            if (!m.bias.empty()) {
+                err = "tensor " + name + ".bias: Krea2 block linears have no bias (unknown model layout)";
+                return false;
+            }
+            host_linear & l = *b.linears[k];
+            l.in            = m.in;
+            l.out           = m.out;
+            l.is_i8         = m.int8;
+            l.group         = m.convrot ? m.group : 0;
+            l.f32           = std::move(m.weight_f32);
+            l.i8            = std::move(m.weight_i8);
+            l.scale         = std::move(m.weight_scale);
+        }
+        struct { const char * n; std::vector<float> * v; } vecs[] = {
+            {"mod.lin", &b.mod_lin},
+            {"prenorm.scale", &b.prenorm},
+            {"postnorm.scale", &b.postnorm},
+            {"attn.qknorm.qnorm.scale", &b.qnorm},
+            {"attn.qknorm.knorm.scale", &b.knorm},
+        };
+        for (auto & e : vecs) {
+            if (!sdio::read_floats(*r_, pre + e.n, *e.v, nullptr, err)) return false;
+        }
+        (void) cfg;
+        return true;
+    }
+
+  private:
+    std::unique_ptr<sdio::reader> r_;
+};
+
+// The (in, out) of a linear's weight, from its torch shape [out, in].
+bool weight_dims(const sdio::reader & r, const std::string & module, int64_t & in, int64_t & out, std::string & err) {
+    const sdio::tensor_view * t = r.find(module + ".weight");
+    if (!t) {
+        err = "unknown model layout: no tensor " + module + ".weight in " + r.path();
+        return false;
+    }
+    if (t->shape.size() != 2) {
+        err = "tensor " + module + ".weight must be 2-D, has " + std::to_string(t->shape.size()) + " dims";
+        return false;
+    }
+    out = t->shape[0];
+    in  = t->shape[1];
+    return true;
+}
+
+} // namespace
+
+std::unique_ptr<weight_source> open_checkpoint(const std::string & path, config & cfg, std::string & err) {
+    std::unique_ptr<sdio::reader> r = sdio::reader::open(path, err);
+    if (!r) return nullptr;
+    int64_t in, out, kin, kout, gin, gout;
+    if (!weight_dims(*r, "blocks.0.attn.wq", in, out, err) || !weight_dims(*r, "blocks.0.attn.wk", kin, kout, err) ||
+        !weight_dims(*r, "blocks.0.mlp.gate", gin, gout, err)) {
+        return nullptr;
+    }
+    if (out % HEAD_DIM != 0 || kout % HEAD_DIM != 0) {
+        err = "tensor blocks.0.attn.wq/wk.weight: output size is not a multiple of the head dim 128";
+        return nullptr;
+    }
+    int n = 0;
+    while (r->find("blocks." + std::to_string(n) + ".attn.wq.weight")) ++n;
+    if (cfg.blocks > n) {
+        err = path + " has " + std::to_string(n) + " blocks, --blocks asks for " + std::to_string(cfg.blocks);
+        return nullptr;
+    }
+    cfg.hidden   = in;
+    cfg.heads    = out / HEAD_DIM;
+    cfg.kv_heads = kout / HEAD_DIM;
+    cfg.mlp      = gout;
+    std::string v = cfg.validate();
+    if (!v.empty()) {
+        err = "unknown model layout in " + path + ": " + v;
+        return nullptr;
+    }
+    return std::unique_ptr<weight_source>(new checkpoint_source(std::move(r)));
+}
+
+bool quantize_checkpoint(const std::string & in, const std::string & out, int group, std::string & err,
+                         const std::function<void(size_t, size_t)> & progress) {
+    return sdio::quantize_file(in, out, group, err, progress);
+}
+
+#else
+
+bool have_checkpoint_io() { return false; }
+
+std::unique_ptr<weight_source> open_checkpoint(const std::string &, config &, std::string & err) {
+    err = "this build has no checkpoint reader (src/io is missing); --weights is unavailable";
+    return nullptr;
+}
+
+bool quantize_checkpoint(const std::string &, const std::string &, int, std::string & err,
+                         const std::function<void(size_t, size_t)> &) {
+    err = "this build has no checkpoint quantizer (src/io is missing); quantize is unavailable";
+    return false;
+}
+
+#endif
+
+} // namespace krea2

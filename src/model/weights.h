@@ -1,0 +1,27 @@
+#pragma once
+
+// weights.h — Krea2 block weights from a safetensors checkpoint (plain float or ComfyUI
+// int8_tensorwise with ConvRot), read through src/io (sdio).
+
+#include "krea2.h"
+
+#include <memory>
+#include <string>
+
+namespace krea2 {
+
+// true when this build has the sdio reader (src/io); without it the functions below fail with
+// a clear message.
+bool have_checkpoint_io();
+
+// Opens path and detects the stack's shape: hidden from blocks.0.attn.wq (in), heads / kv heads
+// from wq / wk (out / 128), mlp from blocks.0.mlp.gate (out), the block count from the names.
+// cfg's tokens/text tokens/group are kept; asking for more blocks than the file has is an
+// error.
+std::unique_ptr<weight_source> open_checkpoint(const std::string & path, config & cfg, std::string & err);
+
+// sdio::quantize_file with a progress callback (done, total).
+bool quantize_checkpoint(const std::string & in, const std::string & out, int group, std::string & err,
+                         const std::function<void(size_t, size_t)> & progress);
+
+} // namespace krea2

@@ -1,0 +1,183 @@
+// cli.cpp — argument reading, model options, progress and atomic writes for sdx.
+
+#include "cli.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace sdx {
+
+std::string args::value() {
+    const std::string opt = cur();
+    if (i_ + 1 >= argc_) usage_error("option " + opt + " needs a value");
+    return argv_[++i_];
+}
+
+long long parse_int(const std::string & opt, const std::string & v, long long lo, long long hi) {
+    errno                = 0;
+    char *          end  = nullptr;
+    const long long x    = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno == ERANGE) usage_error("option " + opt + ": '" + v + "' is not an integer");
+    if (x < lo || x > hi)
+        usage_error("option " + opt + ": " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+}
+
+long long args::int_value(long long lo, long long hi) {
+    const std::string opt = cur();
+    return parse_int(opt, value(), lo, hi);
+}
+
+const char * const MODEL_OPTS_HELP =
+    "Model options:\n"
+    "  --blocks N        Krea2 single-stream blocks in the stack\n"
+    "  --tokens L        sequence length (text + image tokens)\n"
+    "  --text-tokens T   text tokens at the start of the sequence (default min(32, L/2))\n"
+    "  --hidden H        hidden size (default 6144; must be heads x 128)\n"
+    "  --heads N         query heads of dim 128 (default 48)\n"
+    "  --kv-heads N      key/value heads (default 12; divides --heads)\n"
+    "  --mlp N           SwiGLU hidden size (default 16384)\n"
+    "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 (default int8)\n"
+    "  --threads N       CPU threads (default: the CPU backend's default)\n"
+    "  --seed S          seed of the synthetic weights and input (default 42)\n"
+    "  --no-fusion       keep RMSNorm -> Mul -> RoPE unfused (nodes interleaved)\n"
+    "  --weights FILE    block weights from a safetensors checkpoint (plain float or ComfyUI\n"
+    "                    int8_tensorwise); width and heads are taken from the file\n";
+
+bool model_opts::parse(args & a) {
+    const std::string o = a.cur();
+    if (o == "--blocks") cfg.blocks = (int) a.int_value(1, 1000);
+    else if (o == "--tokens") cfg.tokens = a.int_value(2, 1 << 16);
+    else if (o == "--text-tokens") { cfg.text_tokens = a.int_value(0, 1 << 16); text_set = true; }
+    else if (o == "--hidden") cfg.hidden = a.int_value(128, 1 << 16);
+    else if (o == "--heads") cfg.heads = a.int_value(1, 512);
+    else if (o == "--kv-heads") cfg.kv_heads = a.int_value(1, 512);
+    else if (o == "--mlp") cfg.mlp = a.int_value(1, 1 << 18);
+    else if (o == "--threads") threads = (int) a.int_value(1, 512);
+    else if (o == "--seed") seed = (uint64_t) a.int_value(0, INT64_MAX);
+    else if (o == "--no-fusion") fusion = false;
+    else if (o == "--weights") weights = a.value();
+    else if (o == "--dtype") {
+        const std::string v = a.value();
+        if (!krea2::parse_wtype(v, dtype)) usage_error("option --dtype: '" + v + "' is not one of int8, bf16, f32");
+    } else return false;
+    return true;
+}
+
+void model_opts::finish() {
+    if (!text_set) cfg.text_tokens = std::min<int64_t>(32, cfg.tokens / 2);
+    // with a checkpoint the width comes from the file and is validated there
+    if (!weights.empty()) return;
+    const std::string v = cfg.validate();
+    if (!v.empty()) usage_error(v);
+}
+
+std::unique_ptr<krea2::weight_source> make_source(model_opts & o) {
+    if (o.weights.empty()) return std::unique_ptr<krea2::weight_source>(new krea2::synthetic_source(o.seed));
+    std::string err;
+    auto        src = krea2::open_checkpoint(o.weights, o.cfg, err);
+    if (!src) fail(err);
+    return src;
+}
+
+void load_model(model_opts & o, krea2::wtype type, krea2::model & m, bool fill) {
+    std::unique_ptr<krea2::weight_source> src;
+    if (fill || !o.weights.empty()) src = make_source(o); // a checkpoint also fixes the width
+    progress    p(std::string("weights ") + krea2::wtype_name(type));
+    std::string err;
+    const bool  ok = m.load(o.cfg, type, fill ? src.get() : nullptr, err,
+                            [&](int done, int total, const char *) { if (fill) p.update(done, total); });
+    if (fill) p.finish();
+    if (!ok) fail(err);
+}
+
+krea2::runner::result run_stack(krea2::runner & r, const krea2::model & m, const krea2::build_options & bo,
+                                const std::vector<float> & x, const std::vector<float> & tvec, const std::string & label) {
+    krea2::runner::result res;
+    std::string           err;
+    progress              p(label);
+    p.update(0, m.cfg().blocks, fmt("block 0/%d", m.cfg().blocks));
+    const bool ok = r.forward(m, bo, x, tvec, res, err, [&](int done, int total) {
+        p.update(done, total, fmt("block %d/%d (%.2f s)", done, total, res.block_s.empty() ? 0.0 : res.block_s.back()));
+    });
+    p.finish(fmt("%.2f s", res.total_s));
+    if (!ok) fail(err);
+    return res;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+progress::progress(std::string label) : label_(std::move(label)), tty_(isatty(STDERR_FILENO) != 0) {}
+
+void progress::update(double done, double total, const std::string & note) {
+    const int pct = total > 0 ? (int) (100.0 * done / total) : 100;
+    if (tty_) {
+        const int width = 30, fill = pct * width / 100;
+        std::string bar(fill, '#');
+        bar.append(width - fill, '.');
+        fprintf(stderr, "\r%-16s [%s] %3d%% %s\033[K", label_.c_str(), bar.c_str(), pct, note.c_str());
+        fflush(stderr);
+        open_ = true;
+    } else if (pct != last_pct_ && (pct == 100 || last_pct_ < 0 || pct / 10 != last_pct_ / 10)) {
+        fprintf(stderr, "sdx: %s %d%%%s%s\n", label_.c_str(), pct, note.empty() ? "" : " ", note.c_str());
+    }
+    last_pct_ = pct;
+}
+
+void progress::finish(const std::string & note) {
+    if (tty_ && open_) {
+        fprintf(stderr, "\r%-16s done %s\033[K\n", label_.c_str(), note.c_str());
+        open_ = false;
+    }
+}
+
+void write_file_atomic(const std::string & path, const std::string & text) {
+    const std::string tmp = path + ".tmp." + std::to_string((long) getpid());
+    FILE *            f   = fopen(tmp.c_str(), "wb");
+    if (!f) fail("cannot write " + path + ": " + strerror(errno));
+    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+    const bool closed = fclose(f) == 0;
+    if (!ok || !closed) {
+        remove(tmp.c_str());
+        fail("cannot write " + path + " (disk full?)");
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string e = strerror(errno);
+        remove(tmp.c_str());
+        fail("cannot write " + path + ": " + e);
+    }
+}
+
+std::string json_escape(const std::string & s) {
+    std::string o;
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') { o += '\\'; o += (char) c; }
+        else if (c < 0x20) o += fmt("\\u%04x", c);
+        else o += (char) c;
+    }
+    return o;
+}
+
+std::string fmt(const char * f, ...) {
+    char    buf[1024];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf, sizeof buf, f, ap);
+    va_end(ap);
+    return buf;
+}
+
+std::string human_bytes(size_t n) {
+    if (n >= (1ull << 30)) return fmt("%.2f GiB", n / 1073741824.0);
+    if (n >= (1ull << 20)) return fmt("%.1f MiB", n / 1048576.0);
+    if (n >= 1024) return fmt("%.1f KiB", n / 1024.0);
+    return fmt("%zu B", n);
+}
+
+} // namespace sdx

@@ -1,0 +1,54 @@
+// sdx quantize — a safetensors checkpoint to ComfyUI int8_tensorwise + ConvRot (sdio).
+
+#include "cli.h"
+
+#include <cstdio>
+
+namespace sdx {
+
+static const char * const QUANTIZE_HELP =
+    "usage: sdx quantize IN.safetensors OUT.safetensors [--group G]\n"
+    "\n"
+    "Quantizes every 2-D F32/F16/BF16 '<m>.weight' whose input size is a multiple of G to\n"
+    "ComfyUI int8_tensorwise with ConvRot (I8 weight, F32 weight_scale [out, 1], comfy_quant\n"
+    "JSON); other tensors and the metadata are copied. OUT is written atomically (nothing is\n"
+    "left behind on failure).\n"
+    "\n"
+    "Options:\n"
+    "  --group G   ConvRot group: 1, 4, 16, 64 or 256 (default 256); 0 quantizes without rotation\n"
+    "  --help      this text\n";
+
+int cmd_quantize(int argc, char ** argv) {
+    std::vector<std::string> files;
+    int                      group = 256;
+    args                     a(argc, argv);
+    while (a.next()) {
+        const std::string s = a.cur();
+        if (s == "--help" || s == "-h") {
+            fputs(QUANTIZE_HELP, stdout);
+            return 0;
+        }
+        if (s == "--group") {
+            group = (int) a.int_value(0, 256);
+            if (group != 0 && group != 1 && group != 4 && group != 16 && group != 64 && group != 256)
+                usage_error("option --group: must be 0, 1, 4, 16, 64 or 256");
+        } else if (!s.empty() && s[0] == '-' && s != "-") {
+            usage_error("quantize: unknown option '" + s + "' (try 'sdx quantize --help')");
+        } else {
+            files.push_back(s);
+        }
+    }
+    if (files.size() != 2) usage_error("quantize needs IN.safetensors and OUT.safetensors (try 'sdx quantize --help')");
+    if (files[0] == files[1]) usage_error("quantize: IN and OUT are the same file");
+    progress    p("quantize");
+    std::string err;
+    const bool  ok = krea2::quantize_checkpoint(files[0], files[1], group, err, [&](size_t done, size_t total) {
+        p.update((double) done, (double) total, fmt("%zu/%zu tensors", done, total));
+    });
+    p.finish();
+    if (!ok) fail(err);
+    printf("sdx quantize: wrote %s (ConvRot group %d)\n", files[1].c_str(), group);
+    return 0;
+}
+
+} // namespace sdx

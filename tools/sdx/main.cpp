@@ -1,0 +1,55 @@
+// sdx — drives the Krea2 block stack on the CPU backend with the sd extensions: run, inspect
+// the scheduled plan, benchmark the weight/extension configurations, quantize checkpoints.
+
+#include "cli.h"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+static const char * const TOP_HELP =
+    "usage: sdx <command> [options]\n"
+    "\n"
+    "Runs stacks of Krea2 single-stream DiT blocks (hidden 6144, 48 heads of 128, 12 KV heads,\n"
+    "SwiGLU 16384 by default) through ggml_backend_sched on the CPU backend with the sd operator\n"
+    "extensions (INT8 ConvRot linears, RoPE apply, RMSNorm->Mul->RoPE fusion).\n"
+    "\n"
+    "commands:\n"
+    "  run       run the block stack, print timings and the deviation from native F32\n"
+    "  inspect   print the scheduled plan of one block graph (--json for machines)\n"
+    "  bench     time F32, BF16, INT8 and INT8+fusion; write JSON and an HTML report\n"
+    "  quantize  convert a safetensors checkpoint to ComfyUI int8_tensorwise + ConvRot\n"
+    "\n"
+    "'sdx <command> --help' describes each command. Exit status: 0 success, 1 failure,\n"
+    "2 bad arguments.\n";
+
+int main(int argc, char ** argv) {
+    try {
+        if (argc < 2) {
+            fputs(TOP_HELP, stdout);
+            return 0;
+        }
+        const std::string cmd = argv[1];
+        if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+            fputs(TOP_HELP, stdout);
+            return 0;
+        }
+        if (cmd == "run") return sdx::cmd_run(argc - 1, argv + 1);
+        if (cmd == "inspect") return sdx::cmd_inspect(argc - 1, argv + 1);
+        if (cmd == "bench") return sdx::cmd_bench(argc - 1, argv + 1);
+        if (cmd == "quantize") return sdx::cmd_quantize(argc - 1, argv + 1);
+        sdx::usage_error("unknown command '" + cmd + "' (try 'sdx --help')");
+    } catch (const sdx::failure & f) {
+        fflush(stdout);
+        fprintf(stderr, "sdx: error: %s\n", f.what());
+        return f.code;
+    } catch (const std::bad_alloc &) {
+        fflush(stdout);
+        fprintf(stderr, "sdx: error: out of memory\n");
+        return 1;
+    } catch (const std::exception & e) {
+        fflush(stdout);
+        fprintf(stderr, "sdx: error: %s\n", e.what());
+        return 1;
+    }
+}
