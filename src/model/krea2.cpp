@@ -382,8 +382,8 @@ struct builder {
     // one quantize per (input, group): the convrot cache of sd.cpp's Linear
     std::map<std::pair<ggml_tensor *, int>, ggml_tensor *> packed;
 
-    ggml_tensor * named(ggml_tensor * t, const char * fmt) {
-        if (t) ggml_format_name(t, "b%d.%s", blk, fmt);
+    ggml_tensor * named(ggml_tensor * t, const char * name) {
+        if (t) ggml_format_name(t, "b%d.%s", blk, name);
         return t;
     }
 
@@ -410,10 +410,11 @@ struct builder {
     // RMSNorm(x) * (1 + scale) * (1 + mod_scale) + shift, in §2.3's op order
     ggml_tensor * modulated_norm(ggml_tensor * x, ggml_tensor * w1, ggml_tensor * m_scale, ggml_tensor * m_shift,
                                  const char * name) {
-        ggml_tensor * h = ggml_rms_norm(ctx, x, m.cfg().eps);
-        h               = ggml_mul(ctx, h, w1);
-        ggml_tensor * t = ggml_mul(ctx, h, m_scale);
-        h               = ggml_add(ctx, h, t);
+        const std::string n = name;
+        ggml_tensor *     h = named(ggml_rms_norm(ctx, x, m.cfg().eps), (n + ".norm").c_str());
+        h                   = named(ggml_mul(ctx, h, w1), (n + ".normw").c_str());
+        ggml_tensor * t     = named(ggml_mul(ctx, h, m_scale), (n + ".scale").c_str());
+        h                   = named(ggml_add(ctx, h, t), (n + ".mod").c_str());
         return named(ggml_add(ctx, h, m_shift), name);
     }
 
@@ -445,7 +446,7 @@ ggml_tensor * build_block(ggml_context * ctx, ggml_cgraph * gf, const model & m,
     const int64_t   L = c.tokens, H = c.heads, Hkv = c.kv_heads, D = HEAD_DIM;
 
     // parameter-only nodes first, so that the activation chains below stay consecutive
-    ggml_tensor * mods = ggml_add(ctx, in.tvec, b.mod_lin); // §2.2
+    ggml_tensor * mods = B.named(ggml_add(ctx, in.tvec, b.mod_lin), "mods"); // §2.2
     ggml_tensor * m6[6];
     for (int k = 0; k < 6; ++k) {
         m6[k] = ggml_cont(ctx, ggml_view_1d(ctx, mods, c.hidden, (size_t) k * (size_t) c.hidden * sizeof(float)));
