@@ -169,7 +169,7 @@ class parser {
     // Validates one raw UTF-8 sequence starting at pos_ (shortest form, no surrogates, <= U+10FFFF).
     bool copy_utf8(std::string & out) {
         const unsigned char c0 = (unsigned char) s_[pos_];
-        int len; uint32_t cp;
+        int len = 0; uint32_t cp = 0;
         if (c0 >= 0xC2 && c0 <= 0xDF) { len = 2; cp = c0 & 0x1F; }
         else if (c0 >= 0xE0 && c0 <= 0xEF) { len = 3; cp = c0 & 0x0F; }
         else if (c0 >= 0xF0 && c0 <= 0xF4) { len = 4; cp = c0 & 0x07; }
@@ -210,14 +210,14 @@ class parser {
                     case 'r': out += '\r'; break;
                     case 't': out += '\t'; break;
                     case 'u': {
-                        uint32_t cp;
+                        uint32_t cp = 0;
                         if (!read_hex4(cp)) return false;
                         if (cp >= 0xD800 && cp <= 0xDBFF) {
                             if (n_ - pos_ < 2 || s_[pos_] != '\\' || s_[pos_ + 1] != 'u') {
                                 return fail("high surrogate not followed by a \\u low surrogate");
                             }
                             pos_ += 2;
-                            uint32_t lo;
+                            uint32_t lo = 0;
                             if (!read_hex4(lo)) return false;
                             if (lo < 0xDC00 || lo > 0xDFFF) return fail("invalid low surrogate in \\u escape");
                             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);

@@ -4,6 +4,7 @@
 
 #include "ggml-cpu.h"
 #include "ggml_extensions.h"
+#include "io/comfy_int8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -157,48 +158,6 @@ std::vector<float> build_pe(const config & cfg) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ConvRot (int8-convrot-facts.md): normalised regular Hadamard per group, per-row quantization
-
-static void rotate_group(float * v, int G) {
-    const float norm = 1.0f / sqrtf((float) G);
-    for (int i = 0; i < G; ++i) v[i] *= norm;
-    for (int s = 1; s < G; s *= 4) {
-        for (int blk = 0; blk < G; blk += 4 * s) {
-            for (int j = 0; j < s; ++j) {
-                float &     a0 = v[blk + j], &b0 = v[blk + j + s], &c0 = v[blk + j + 2 * s], &d0 = v[blk + j + 3 * s];
-                const float a = a0, b = b0, c = c0, d = d0;
-                a0 = a + b + c - d;
-                b0 = a + b - c + d;
-                c0 = a - b + c + d;
-                d0 = -a + b + c + d;
-            }
-        }
-    }
-}
-
-void rotate_row(float * row, int64_t n, int group) {
-    if (group <= 1) return;
-    for (int64_t g = 0; g + group <= n; g += group) rotate_group(row + g, group);
-}
-
-void quantize_rows(const float * w, int64_t out, int64_t in, int group, int8_t * q, float * scale) {
-    std::vector<float> r((size_t) in);
-    for (int64_t o = 0; o < out; ++o) {
-        std::memcpy(r.data(), w + o * in, (size_t) in * sizeof(float));
-        rotate_row(r.data(), in, group);
-        float amax = 0;
-        for (float v : r) amax = std::max(amax, std::fabs(v));
-        const float s = amax / 127.0f;
-        scale[o]      = s;
-        int8_t * qo   = q + o * in;
-        for (int64_t i = 0; i < in; ++i) {
-            const float v = s == 0.0f ? 0.0f : std::nearbyint(r[(size_t) i] / s);
-            qo[i]         = (int8_t) std::min(127.0f, std::max(-127.0f, v));
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // model
 
 model::~model() {
@@ -213,7 +172,7 @@ static void dequantize(const host_linear & l, float * dst) {
         float *        r = dst + o * l.in;
         const int8_t * q = l.i8.data() + o * l.in;
         for (int64_t i = 0; i < l.in; ++i) r[i] = (float) q[i] * l.scale[(size_t) o];
-        rotate_row(r, l.in, l.group); // R is symmetric and orthogonal: W = W_rot R
+        sdio::convrot_rotate_row(r, l.in, l.group); // R is symmetric and orthogonal: W = W_rot R
     }
 }
 
@@ -307,7 +266,7 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
                     std::memcpy(sc, l.scale.data(), (size_t) out * sizeof(float));
                     ls[k]->group = l.group;
                 } else {
-                    quantize_rows(l.f32.data(), out, in, cfg.group, (int8_t *) dst, sc);
+                    sdio::quantize_weight_rows(l.f32.data(), out, in, cfg.group, (int8_t *) dst, sc);
                     ls[k]->group = cfg.group;
                 }
             } else {

@@ -90,10 +90,6 @@ std::vector<float> synthetic_input(const config & cfg, uint64_t seed);
 // square grid of side ceil(sqrt(I)) filled row-major.
 std::vector<float> build_pe(const config & cfg);
 
-// The facts-sheet ConvRot helpers (int8-convrot-facts.md), used when src/io is unavailable.
-void rotate_row(float * row, int64_t n, int group);
-void quantize_rows(const float * w, int64_t out, int64_t in, int group, int8_t * q, float * scale);
-
 // ---------------------------------------------------------------------------------------------
 // Weights in a CPU backend buffer, in one dtype.
 

@@ -2,19 +2,10 @@
 
 #include "weights.h"
 
-#if __has_include("io/comfy_int8.h")
-#    define KREA2_HAVE_SDIO 1
-#    include "io/comfy_int8.h"
-#    include "io/safetensors.h"
-#else
-#    define KREA2_HAVE_SDIO 0
-#endif
+#include "io/comfy_int8.h"
+#include "io/safetensors.h"
 
 namespace krea2 {
-
-#if KREA2_HAVE_SDIO
-
-bool have_checkpoint_io() { return true; }
 
 namespace {
 
@@ -112,21 +103,5 @@ bool quantize_checkpoint(const std::string & in, const std::string & out, int gr
     return sdio::quantize_file(in, out, group, err, progress);
 }
 
-#else
-
-bool have_checkpoint_io() { return false; }
-
-std::unique_ptr<weight_source> open_checkpoint(const std::string &, config &, std::string & err) {
-    err = "this build has no checkpoint reader (src/io is missing); --weights is unavailable";
-    return nullptr;
-}
-
-bool quantize_checkpoint(const std::string &, const std::string &, int, std::string & err,
-                         const std::function<void(size_t, size_t)> &) {
-    err = "this build has no checkpoint quantizer (src/io is missing); quantize is unavailable";
-    return false;
-}
-
-#endif
 
 } // namespace krea2

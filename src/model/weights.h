@@ -10,10 +10,6 @@
 
 namespace krea2 {
 
-// true when this build has the sdio reader (src/io); without it the functions below fail with
-// a clear message.
-bool have_checkpoint_io();
-
 // Opens path and detects the stack's shape: hidden from blocks.0.attn.wq (in), heads / kv heads
 // from wq / wk (out / 128), mlp from blocks.0.mlp.gate (out), the block count from the names.
 // cfg's tokens/text tokens/group are kept; asking for more blocks than the file has is an

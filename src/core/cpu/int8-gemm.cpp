@@ -59,22 +59,21 @@ bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & 
     return true;
 }
 
-void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1) {
+namespace {
+
+// One panel, byte by byte: the reference layout, used off x86 and for a ragged k tail.
+void pack_panel_scalar(const int8_t * w, int64_t K, int64_t N, uint8_t * d, int64_t pnl, int64_t k4_0) {
     const int64_t K4 = pad_up(K, 4);
-    for (int64_t pnl = p0; pnl < p1; ++pnl) {
-        uint8_t * d = dst + pnl * 16 * K4;
-        for (int64_t c = 0; c < 16; ++c) {
-            const int64_t o = pnl * 16 + c;
-            if (o >= N) {
-                for (int64_t k = 0; k < K4; ++k) d[(k / 4) * 64 + c * 4 + (k % 4)] = 0x80;
-                continue;
-            }
-            const int8_t * src = w + o * K;
-            for (int64_t k = 0; k < K; ++k) d[(k / 4) * 64 + c * 4 + (k % 4)] = (uint8_t) src[k] ^ 0x80;
-            for (int64_t k = K; k < K4; ++k) d[(k / 4) * 64 + c * 4 + (k % 4)] = 0x80;
+    for (int64_t c = 0; c < 16; ++c) {
+        const int64_t o = pnl * 16 + c;
+        for (int64_t k = k4_0; k < K4; ++k) {
+            const uint8_t b = (o < N && k < K) ? (uint8_t) w[o * K + k] ^ 0x80 : 0x80;
+            d[(k / 4) * 64 + c * 4 + (k % 4)] = b;
         }
     }
 }
+
+} // namespace
 
 #ifdef SD_INT8_X86
 
@@ -85,10 +84,19 @@ namespace {
 // Cache blocking: a weight block of NC channels x KC k (NC*KC bytes, ~256 KiB) stays in L2 while
 // every row tile of a row block passes over it; int32 partial sums live in the output between
 // k-blocks and the epilogue runs on the last one.
-constexpr int     MR = 4;  // rows per micro-tile
+#ifndef SD_INT8_MR
+#define SD_INT8_MR 6
+#endif
+constexpr int     MR = SD_INT8_MR;  // rows per micro-tile
 constexpr int     NV = 4;  // 16-channel vectors per micro-tile (64 channels)
-constexpr int64_t NC = 256;
-constexpr int64_t KC = 1024;
+#ifndef SD_INT8_NC
+#define SD_INT8_NC 256
+#endif
+#ifndef SD_INT8_KC
+#define SD_INT8_KC 1024
+#endif
+constexpr int64_t NC = SD_INT8_NC;
+constexpr int64_t KC = SD_INT8_KC;
 constexpr int64_t MB = 192; // rows per work unit (multiple of MR)
 
 struct ukernel_args {
@@ -107,6 +115,84 @@ struct ukernel_args {
     bool            first, last;
 };
 
+template <int R, int V> struct kloop {
+    SD_VNNI_TARGET static inline void run(__m512i (&acc)[R][V], const int8_t * a, int64_t lda, const uint8_t * w,
+                                          int64_t ps, int64_t k4n) {
+        for (int64_t k = 0; k < k4n; ++k) {
+            __m512i wv[V];
+#pragma GCC unroll 4
+            for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(w + v * ps);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                int32_t a4;
+                memcpy(&a4, a + r * lda, 4);
+                const __m512i av = _mm512_set1_epi32(a4);
+#pragma GCC unroll 4
+                for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], wv[v], av);
+            }
+            a += 4;
+            w += 64;
+        }
+    }
+};
+
+// The full tile: 24 accumulators + 4 weight vectors + 1 broadcast fit the 32 zmm registers. Named
+// variables instead of an array, because GCC 12 otherwise shuffles the accumulators through extra
+// register moves on every step.
+#define SD_A4(r) _mm512_set1_epi32(load_a4(a##r + 4 * k))
+#define SD_ROW(r)                                                                                  \
+    {                                                                                              \
+        const __m512i b = SD_A4(r);                                                                \
+        c##r##0         = _mm512_dpbusd_epi32(c##r##0, w0, b);                                     \
+        c##r##1         = _mm512_dpbusd_epi32(c##r##1, w1, b);                                     \
+        c##r##2         = _mm512_dpbusd_epi32(c##r##2, w2, b);                                     \
+        c##r##3         = _mm512_dpbusd_epi32(c##r##3, w3, b);                                     \
+    }
+#define SD_IN(r)                                                                                   \
+    __m512i c##r##0 = x[r][0], c##r##1 = x[r][1], c##r##2 = x[r][2], c##r##3 = x[r][3];           \
+    const int8_t * a##r = a + (r < R ? r : 0) * lda;
+#define SD_OUT(r) x[r][0] = c##r##0, x[r][1] = c##r##1, x[r][2] = c##r##2, x[r][3] = c##r##3;
+
+inline int32_t load_a4(const int8_t * p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+template <int R> struct kloop<R, 4> {
+    SD_VNNI_TARGET static inline void run(__m512i (&acc)[R][4], const int8_t * a, int64_t lda, const uint8_t * w,
+                                          int64_t ps, int64_t k4n) {
+        static_assert(R >= 1 && R <= 6, "tile rows");
+        // rows past R alias row 0 and their sums are dropped: the compiler removes them
+        __m512i x[6][4];
+        for (int r = 0; r < 6; ++r)
+            for (int v = 0; v < 4; ++v) x[r][v] = acc[r < R ? r : 0][v];
+        SD_IN(0) SD_IN(1) SD_IN(2) SD_IN(3) SD_IN(4) SD_IN(5)
+        const uint8_t * wp0 = w;
+        const uint8_t * wp2 = w + 2 * ps;
+        for (int64_t k = 0; k < k4n; ++k) {
+            const __m512i w0 = _mm512_loadu_si512(wp0 + 64 * k);
+            const __m512i w1 = _mm512_loadu_si512(wp0 + ps + 64 * k);
+            const __m512i w2 = _mm512_loadu_si512(wp2 + 64 * k);
+            const __m512i w3 = _mm512_loadu_si512(wp2 + ps + 64 * k);
+            SD_ROW(0)
+            if (R > 1) SD_ROW(1)
+            if (R > 2) SD_ROW(2)
+            if (R > 3) SD_ROW(3)
+            if (R > 4) SD_ROW(4)
+            if (R > 5) SD_ROW(5)
+        }
+        SD_OUT(0) SD_OUT(1) SD_OUT(2) SD_OUT(3) SD_OUT(4) SD_OUT(5)
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < 4; ++v) acc[r][v] = x[r][v];
+    }
+};
+
+#undef SD_A4
+#undef SD_ROW
+#undef SD_IN
+#undef SD_OUT
+
 template <int R, int V> SD_VNNI_TARGET void ukernel(const ukernel_args & u) {
     __m512i acc[R][V];
     for (int r = 0; r < R; ++r) {
@@ -116,24 +202,7 @@ template <int R, int V> SD_VNNI_TARGET void ukernel(const ukernel_args & u) {
                                 : _mm512_maskz_loadu_epi32(m, u.y + r * u.ldy + 16 * v);
         }
     }
-    const int8_t *  a = u.a;
-    const uint8_t * w = u.w;
-    const int64_t lda = u.lda, ps = u.pstride, k4n = u.k4n;
-    for (int64_t k = 0; k < k4n; ++k) {
-        __m512i wv[V];
-#pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(w + v * ps);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            int32_t a4;
-            memcpy(&a4, a + r * lda, 4);
-            const __m512i av = _mm512_set1_epi32(a4);
-#pragma GCC unroll 4
-            for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], wv[v], av);
-        }
-        a += 4;
-        w += 64;
-    }
+    kloop<R, V>::run(acc, u.a, u.lda, u.w, u.pstride, u.k4n);
     for (int r = 0; r < R; ++r) {
         const __m512 sx = _mm512_set1_ps(u.sx[r]);
         for (int v = 0; v < V; ++v) {
@@ -173,6 +242,28 @@ ukernel_fn pick(int r, int v) {
     }
 }
 
+
+// 16 channels x 4 k bytes per step are 16 dwords taken one from each channel row: one masked
+// gather per 64-byte step (channels past N read as 0, and 0 ^ 0x80 is the weight-0 padding).
+__attribute__((target("avx512f"))) void pack_panels_avx512(const int8_t * w, int64_t K, int64_t N, uint8_t * dst,
+                                                           int64_t p0, int64_t p1) {
+    const int64_t K4    = pad_up(K, 4);
+    const int64_t kfull = K / 4; // steps with all 4 k bytes inside K
+    const __m512i flip  = _mm512_set1_epi32((int) 0x80808080u);
+    const __m512i idx   = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int) K));
+    for (int64_t pnl = p0; pnl < p1; ++pnl) {
+        uint8_t *       d     = dst + pnl * 16 * K4;
+        const int64_t   valid = std::min<int64_t>(16, N - pnl * 16);
+        const __mmask16 m     = (__mmask16) (valid >= 16 ? 0xffffu : ((1u << valid) - 1));
+        const int8_t *  src   = w + pnl * 16 * K;
+        for (int64_t s = 0; s < kfull; ++s) {
+            const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, src + 4 * s, 1);
+            _mm512_storeu_si512(d + 64 * s, _mm512_xor_si512(v, flip));
+        }
+        if (kfull * 4 < K4) pack_panel_scalar(w, K, N, d, pnl, kfull * 4);
+    }
+}
 } // namespace
 
 SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
@@ -180,10 +271,13 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
     const int64_t pstride = 16 * K4;
     const int64_t n_nb    = (p.N + NC - 1) / NC;
     const int64_t n_mb    = (p.rows + MB - 1) / MB;
+    const int64_t n_units = n_nb * n_mb;
     int64_t       u0, u1;
     // units ordered channel block outer, row block inner: consecutive units reuse the weight block
-    share(n_nb * n_mb, ith, nth, u0, u1);
-    for (int64_t u = u0; u < u1; ++u) {
+    share(n_units, ith, nth, u0, u1);
+    for (int64_t i = u0;; ++i) {
+        const int64_t u = p.next_unit ? p.next_unit->fetch_add(1, std::memory_order_relaxed) : i;
+        if (u >= (p.next_unit ? n_units : u1)) break;
         const int64_t nb = u / n_mb, mb = u % n_mb;
         const int64_t n0 = nb * NC, n1 = std::min(p.N, n0 + NC);
         const int64_t r0 = mb * MB, r1 = std::min(p.rows, r0 + MB);
@@ -220,7 +314,23 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
     return true;
 }
 
+void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1) {
+    // gather offsets are int32: row 15 of a panel starts 15 * K bytes in
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512 && K <= (int64_t) 0x7fffffff / 16) {
+        pack_panels_avx512(w, K, N, dst, p0, p1);
+        return;
+    }
+    const int64_t K4 = pad_up(K, 4);
+    for (int64_t pnl = p0; pnl < p1; ++pnl) pack_panel_scalar(w, K, N, dst + pnl * 16 * K4, pnl, 0);
+}
+
 #else
+
+void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1) {
+    const int64_t K4 = pad_up(K, 4);
+    for (int64_t pnl = p0; pnl < p1; ++pnl) pack_panel_scalar(w, K, N, dst + pnl * 16 * K4, pnl, 0);
+}
 
 bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
     return gemm_portable(p, ith, nth, stop);

@@ -9,6 +9,7 @@
 #include "ggml-backend.h"
 #include "ggml-ext.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -65,6 +66,9 @@ struct gemm_problem {
     const float *   bias     = nullptr; // N or NULL
     float *         y        = nullptr; // rows x N contiguous
     int64_t         rows = 0, K = 0, N = 0;
+    // VNNI path: work units are claimed from this counter (starting at 0) when set, so a thread
+    // that loses its core to another process does not hold up the others; NULL = static split.
+    std::atomic<int64_t> * next_unit = nullptr;
 };
 
 // VNNI weight layout: panels of 16 output channels (N padded to 16), each panel K4/4 steps of

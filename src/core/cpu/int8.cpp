@@ -286,6 +286,7 @@ struct linear_task {
     gemm_problem         g;
     abort_poll           stop;
     std::atomic<bool>    aborted{false};
+    std::atomic<int64_t> next_unit{0}; // phase 2 work counter (VNNI)
 };
 
 // Phase 1: activation rows (quantize or copy, row sums), weight pack/copy, parameter copies.
@@ -397,6 +398,7 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     g.w_scale  = t.s.wscale ? (t.params_to_ws ? (const float *) (t.ws + st->off_wscale) : (const float *) t.s.wscale->data) : nullptr;
     g.bias     = t.s.bias ? (t.params_to_ws ? (const float *) (t.ws + st->off_bias) : (const float *) t.s.bias->data) : nullptr;
     g.y        = (float *) node->data;
+    g.next_unit = &t.next_unit;
 
     ggml_status s = svc->parallel_for(backend, linear_phase1, &t);
     if (s != GGML_STATUS_SUCCESS) return s;
