@@ -15,8 +15,10 @@
 //          2^-9 * sum_k |w_k x_k| overall); upstream ggml's CPU backend rounds activations to
 //          BF16 for BF16 weights too. It doubles the arithmetic rate and halves packed bytes.
 //   amx:   BF16 weights on CPUs with AMX-BF16 (tdpbf16ps), same precision as bf16. UNTESTED on
-//          hardware (written on a machine without AMX); selected only when the CPU reports
-//          AMX-BF16 and the OS grants the tile-data permission.
+//          hardware (written on a machine without AMX), so it is opt-in: selected only when the
+//          environment sets GGML_CPU_AMX=1, the CPU reports AMX-BF16 and the OS grants the
+//          tile-data permission. Until it has passed test-backend-ops on an AMX machine, an
+//          untested kernel must not become the default there (CI may run on such a machine).
 //
 // Packed GEMM structure (f32/bf16/amx): all activation matrices are packed once into the work
 // buffer (every thread packs a share, then a barrier): per matrix, per K block, per panel of MR
@@ -39,6 +41,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #pragma GCC push_options
@@ -78,9 +81,14 @@ struct plan {
     size_t  w_bytes; // one thread's packed weight block
 };
 
+bool amx_opted_in() {
+    const char * v = getenv("GGML_CPU_AMX");
+    return v != nullptr && strcmp(v, "1") == 0;
+}
+
 bool amx_ok() {
-    static const bool ok = ggml_cpu_get_features().amx_bf16 && ggml_cpu_get_features().avx512_bf16 &&
-                           ggml_cpu_amx_request_permission();
+    static const bool ok = amx_opted_in() && ggml_cpu_get_features().amx_bf16 &&
+                           ggml_cpu_get_features().avx512_bf16 && ggml_cpu_amx_request_permission();
     return ok;
 }
 
