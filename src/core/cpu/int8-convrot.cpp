@@ -3,17 +3,12 @@
 // a portable scalar one and an AVX-512 one (compiled for that target, selected at run time).
 
 #include "int8-impl.h"
+#include "int8-x86.h"
 
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(_M_X64)
-// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#define SD_INT8_X86 1
-#endif
 
 namespace sd_int8 {
 

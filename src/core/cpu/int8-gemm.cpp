@@ -12,16 +12,11 @@
 // does not stall the others.
 
 #include "int8-impl.h"
+#include "int8-x86.h"
 
 #include <algorithm>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(_M_X64)
-// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#define SD_INT8_X86 1
-#endif
 
 namespace sd_int8 {
 
