@@ -3,6 +3,16 @@
 // against our own F32 mul_mat of the same shape measured in the same run (ratio > 1: INT8 is
 // faster). Rates are in G(int)OP/s counting 2*K*N*rows; the summary repeats them as TOPS.
 //
+// When built with oneDNN (libdnnl-dev), each case is also timed against oneDNN's s8 matmul on the
+// same int8 data (ratio > 1: ours is faster):
+//  - F32 activations vs oneDNN with scales and bias fused and the weight in its given [N,K] layout
+//    (a plain strided view that oneDNN's kernels read and block themselves on every call, as ours
+//    packs the weight on every call). oneDNN gets the activations already quantized (our packed
+//    tensor), so its time excludes the rotation + quantization ours does, and it applies one
+//    common activation scale instead of ours per row (2.x cannot fuse a per-row scale);
+//  - packed activations vs oneDNN's s8*s8->s32 matmul with the weight reordered once, outside the
+//    timed loop, into oneDNN's preferred blocked layout (no scales or bias: the raw GEMM).
+//
 // Everything runs through ggml_backend_sched, so plans and the extension workspace are built once
 // and reused as in an application.
 
@@ -17,9 +27,16 @@
 #include "ggml.h"
 #include "ggml_extensions.h"
 
+#ifdef BENCH_HAVE_ONEDNN
+#    include "onednn-baseline.h"
+#endif
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,6 +107,23 @@ struct shape {
     int64_t K, N, rows;
 };
 
+// Our row plus the oneDNN comparison on the same JSON line (bench::print_json's fields first).
+void print_json_vs_onednn(const bench::row & r, const char * od_name, const bench::timing & od) {
+    printf("{\"op\":\"%s\",\"shape\":\"%s\",\"best_ms\":%.4f,\"median_ms\":%.4f,\"reps\":%d,\"gflops\":%.3f",
+           r.op.c_str(), r.shape.c_str(), r.t.best_s * 1e3, r.t.median_s * 1e3, r.t.reps, r.work / r.t.best_s / 1e9);
+    if (r.base.best_s > 0) {
+        printf(",\"baseline\":\"%s\",\"baseline_best_ms\":%.4f,\"ratio\":%.4f", r.baseline.c_str(),
+               r.base.best_s * 1e3, r.base.best_s / r.t.best_s);
+    }
+    if (od.best_s > 0) {
+        printf(",\"onednn\":\"%s\",\"onednn_best_ms\":%.4f,\"onednn_median_ms\":%.4f,\"onednn_tops\":%.4f,"
+               "\"ratio_onednn\":%.4f",
+               od_name, od.best_s * 1e3, od.median_s * 1e3, r.work / od.best_s / 1e12, od.best_s / r.t.best_s);
+    }
+    printf("}\n");
+    fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {
@@ -106,7 +140,11 @@ int main(int argc, char ** argv) {
 
     printf("bench-int8: CPU backend, %d threads, INT8 path %s, ConvRot group %d%s\n", n_threads,
            sd_int8::path_name(sd_int8::resolve_path()), o.group, o.smoke ? ", smoke sizes" : "");
-    printf("oneDNN baseline: not built (optional; the F32 baseline is our own mul_mat)\n");
+#ifdef BENCH_HAVE_ONEDNN
+    printf("oneDNN baseline: %s\n", onednn_baseline::setup(n_threads).c_str());
+#else
+    printf("oneDNN baseline: unavailable (not built: needs libdnnl-dev; the F32 baseline is our own mul_mat)\n");
+#endif
     if (!o.smoke && !bench::wait_idle()) printf("warning: the machine stayed busy; timings are noisy\n");
     bench::print_table_header();
 
@@ -121,6 +159,7 @@ int main(int argc, char ** argv) {
     struct summary {
         std::string    shape;
         bench::timing  f32_act, packed, f32;
+        bench::timing  od_fused, od_packed; // zero when oneDNN is unavailable
         double         ops;
     };
     std::vector<summary> sums;
@@ -145,13 +184,13 @@ int main(int argc, char ** argv) {
             fprintf(stderr, "bench-int8: setup failed for %s\n", shape_s);
             return 1;
         }
+        std::vector<int8_t> wv((size_t) (s.K * s.N));
+        std::vector<float>  wsv((size_t) s.N), bv((size_t) s.N);
         {
             std::mt19937                          rng(42);
             std::normal_distribution<float>       nd(0.0f, 1.0f);
             std::uniform_int_distribution<int>    wi(-127, 127);
-            std::vector<float>                    xv((size_t) (s.K * s.rows)), wfv((size_t) (s.K * s.N)), wsv((size_t) s.N),
-                bv((size_t) s.N);
-            std::vector<int8_t> wv((size_t) (s.K * s.N));
+            std::vector<float>                    xv((size_t) (s.K * s.rows)), wfv((size_t) (s.K * s.N));
             for (auto & v : xv) v = nd(rng);
             for (size_t i = 0; i < wv.size(); ++i) {
                 wv[i]  = (int8_t) wi(rng);
@@ -189,8 +228,9 @@ int main(int argc, char ** argv) {
         // of that graph (its operator was only needed to build y1)
         q->op = GGML_OP_NONE;
 
-        summary sm{shape_s, {}, {}, {}, ops};
-        auto    time_graph = [&](ggml_tensor * out, bench::timing & t) {
+        summary sm{shape_s, {}, {}, {}, {}, {}, ops};
+        // out_copy (optional) receives the output of the first run
+        auto    time_graph = [&](ggml_tensor * out, bench::timing & t, std::vector<float> * out_copy) {
             ggml_cgraph * g = ggml_new_graph(cg);
             ggml_build_forward_expand(g, out);
             sched_run sr(be, g);
@@ -199,25 +239,107 @@ int main(int argc, char ** argv) {
                 ++failures;
                 return;
             }
+            if (out_copy) {
+                out_copy->resize((size_t) ggml_nelements(out));
+                ggml_backend_tensor_get(out, out_copy->data(), 0, ggml_nbytes(out));
+            }
             t = bench::time_it([&] { sr.run(); }, min_reps, o.min_time_s, max_reps);
         };
-        time_graph(yf, sm.f32);
-        time_graph(y0, sm.f32_act);
-        time_graph(y1, sm.packed);
+        std::vector<float> y_packed;
+        time_graph(yf, sm.f32, nullptr);
+        time_graph(y0, sm.f32_act, nullptr);
+        time_graph(y1, sm.packed, &y_packed);
+
+#ifdef BENCH_HAVE_ONEDNN
+        {
+            // oneDNN reads the same int8 activations and row scales as our packed case: the first
+            // rows*K bytes of q, then the scales at byte offset K*pad4(rows)
+            const int64_t        rows4 = (s.rows + 3) / 4 * 4;
+            std::vector<int8_t>  xq((size_t) (s.K * s.rows));
+            std::vector<float>   xs((size_t) s.rows);
+            ggml_backend_tensor_get(q, xq.data(), 0, xq.size());
+            ggml_backend_tensor_get(q, xs.data(), (size_t) (s.K * rows4), xs.size() * sizeof(float));
+            onednn_baseline::problem pr;
+            pr.K = s.K, pr.N = s.N, pr.rows = s.rows;
+            pr.x = xq.data(), pr.w = wv.data(), pr.w_scale = wsv.data(), pr.bias = bv.data();
+            pr.x_scale = xs[0]; // oneDNN 2.x cannot fuse a per-row scale (onednn-baseline.h)
+            std::string err;
+            auto        od = onednn_baseline::linear::create(pr, err);
+            if (!od) {
+                printf("oneDNN baseline failed for %s: %s\n", shape_s, err.c_str());
+            } else {
+                printf("oneDNN %s: fused %s, packed %s\n", shape_s, od->impl_fused().c_str(), od->impl_packed().c_str());
+                od->run_fused();
+                od->run_packed();
+                // On a slice (first and last rows and columns) oneDNN's s32 sums must equal the
+                // exact integer sum, which shows a mis-specified layout or a transposed view; our
+                // output must equal the epilogue applied to that sum exactly, and oneDNN's fused
+                // output its own (common-scale) epilogue up to rounding.
+                int64_t bad_acc = 0, bad_ours = 0, bad_fused = 0;
+                auto    check   = [&](int64_t r, int64_t n) {
+                    int32_t acc = 0;
+                    for (int64_t k = 0; k < s.K; ++k) acc += (int32_t) xq[(size_t) (r * s.K + k)] * wv[(size_t) (n * s.K + k)];
+                    if (od->packed_out()[r * s.N + n] != acc) ++bad_acc;
+                    const float ours = ((float) acc * xs[(size_t) r]) * wsv[(size_t) n] + bv[(size_t) n];
+                    if (y_packed.empty() || y_packed[(size_t) (r * s.N + n)] != ours) ++bad_ours;
+                    const float  want = (float) acc * (wsv[(size_t) n] * pr.x_scale) + bv[(size_t) n];
+                    const double d    = std::fabs((double) od->fused_out()[r * s.N + n] - want);
+                    if (!(d <= 1e-5 * std::fabs((double) want) + 1e-5)) ++bad_fused;
+                };
+                const int64_t sr = std::min<int64_t>(s.rows, 4), sn = std::min<int64_t>(s.N, 16);
+                for (int64_t r = 0; r < sr; ++r) {
+                    for (int64_t n = 0; n < sn; ++n) {
+                        check(r, n);
+                        check(s.rows - 1 - r, s.N - 1 - n);
+                    }
+                }
+                if (bad_acc || bad_ours || bad_fused) {
+                    printf("oneDNN CHECK FAILED %s: of %lld sampled outputs, %lld oneDNN s32 sums differ from the exact "
+                           "sum, %lld of ours and %lld of oneDNN's fused outputs differ from the epilogue\n",
+                           shape_s, (long long) (2 * sr * sn), (long long) bad_acc, (long long) bad_ours,
+                           (long long) bad_fused);
+                    ++failures;
+                }
+                sm.od_fused  = bench::time_it([&] { od->run_fused(); }, min_reps, o.min_time_s, max_reps);
+                sm.od_packed = bench::time_it([&] { od->run_packed(); }, min_reps, o.min_time_s, max_reps);
+            }
+        }
+#endif
 
         bench::row r;
         r.shape    = shape_s;
         r.work     = ops;
         r.baseline = "f32 mul_mat";
         r.base     = sm.f32;
-        r.op       = "linear_i8 f32-act";
-        r.t        = sm.f32_act;
-        bench::print_row(r);
-        if (o.json) bench::print_json(r);
-        r.op = "linear_i8 packed";
-        r.t  = sm.packed;
-        bench::print_row(r);
-        if (o.json) bench::print_json(r);
+        // our rows against each baseline; the JSON line carries both ratios
+        auto our_row = [&](const char * op, const bench::timing & t, const char * od_name, const bench::timing & od) {
+            r.op       = op;
+            r.t        = t;
+            r.baseline = "f32 mul_mat";
+            r.base     = sm.f32;
+            bench::print_row(r);
+            if (od.best_s > 0) {
+                bench::row ro = r;
+                ro.baseline   = od_name;
+                ro.base       = od;
+                bench::print_row(ro);
+            }
+            if (o.json) print_json_vs_onednn(r, od_name, od);
+        };
+        our_row("linear_i8 f32-act", sm.f32_act, "onednn fused", sm.od_fused);
+        our_row("linear_i8 packed", sm.packed, "onednn s32 pk", sm.od_packed);
+        auto od_row = [&](const char * op, const bench::timing & t) {
+            if (t.best_s <= 0) return;
+            bench::row ro;
+            ro.op    = op;
+            ro.shape = shape_s;
+            ro.work  = ops;
+            ro.t     = t;
+            bench::print_row(ro);
+            if (o.json) bench::print_json(ro);
+        };
+        od_row("onednn fused plain-w", sm.od_fused);
+        od_row("onednn s32 packed-w", sm.od_packed);
         bench::row rf;
         rf.op    = "mul_mat f32";
         rf.shape = shape_s;
@@ -232,13 +354,18 @@ int main(int argc, char ** argv) {
         ggml_free(cin);
     }
 
-    printf("\nsummary (TOPS best / median; ratio = F32 time / INT8 time, best)\n");
+    printf("\nsummary (TOPS best / median; ratio = F32 time / INT8 time, best; ratio vs oneDNN = oneDNN time / ours, best)\n");
     for (const summary & s : sums) {
         auto tops = [&](const bench::timing & t, bool med) { return s.ops / (med ? t.median_s : t.best_s) / 1e12; };
         printf("%-28s f32-act %.3f / %.3f  packed %.3f / %.3f  f32 %.3f / %.3f  ratio f32-act %.2fx packed %.2fx\n",
                s.shape.c_str(), tops(s.f32_act, false), tops(s.f32_act, true), tops(s.packed, false),
                tops(s.packed, true), tops(s.f32, false), tops(s.f32, true), s.f32.best_s / s.f32_act.best_s,
                s.f32.best_s / s.packed.best_s);
+        if (s.od_fused.best_s > 0 && s.od_packed.best_s > 0) {
+            printf("%-28s oneDNN fused %.3f / %.3f  s32 packed %.3f / %.3f  ratio vs oneDNN f32-act %.2fx packed %.2fx\n",
+                   "", tops(s.od_fused, false), tops(s.od_fused, true), tops(s.od_packed, false),
+                   tops(s.od_packed, true), s.od_fused.best_s / s.f32_act.best_s, s.od_packed.best_s / s.packed.best_s);
+        }
     }
     ggml_backend_free(be);
     return failures ? 1 : 0;

@@ -6,8 +6,9 @@ set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # libopenblas-dev: the sgemm baseline of bench-ops (optional for the library itself)
+# libdnnl-dev: oneDNN, the s8 matmul baseline of bench-int8 (optional for the library itself)
 # python3-numpy, python3-pip: the Python side of test-io (tests/io_roundtrip.py)
-for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev pkg-config; do
+for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev libdnnl-dev pkg-config; do
     have_pkg "$pkg" || need+=("$pkg")
 done
 

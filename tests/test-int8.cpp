@@ -340,7 +340,9 @@ TEST(Int8Quantize, row_quantizers_match_reference) {
     std::mt19937                    rng(7);
     std::normal_distribution<float> nd(0.0f, 2.0f);
     for (int G : {1, 4, 16, 64, 256}) {
-        for (int64_t K : {(int64_t) G, (int64_t) G * 3, (int64_t) G * 5 + (G == 1 ? 2 : 0), (int64_t) 4096}) {
+        for (int64_t K : {(int64_t) G, (int64_t) G * 3, (int64_t) G * 5 + (G == 1 ? 2 : 0), (int64_t) 4096,
+                           // the longest row the AVX-512 path keeps rotated, and one longer
+                           (int64_t) 16384, (int64_t) 16384 + 256 + (G == 1 ? 3 : 0)}) {
             if (K % G) continue;
             std::vector<float> x((size_t) K);
             for (auto & v : x) v = nd(rng);

@@ -145,6 +145,31 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
     return true;
 }
 
+void runner::set_profile(bool on) {
+    profile_.clear();
+    ggml_backend_sched_set_eval_callback(sched_, on ? &runner::eval_cb : nullptr, on ? this : nullptr);
+}
+
+bool runner::eval_cb(ggml_tensor * t, bool ask, void * user) {
+    runner *     self = static_cast<runner *>(user);
+    const double now  = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (ask) {
+        // asked before the node runs: observe every node, so each chunk is one node
+        self->node_t0_ = now;
+        return true;
+    }
+    const ggml_ext_op_t eo   = ggml_ext_get_op(t);
+    const std::string   name = eo ? ggml_ext_op_name(eo) : ggml_op_desc(t);
+    auto it = std::find_if(self->profile_.begin(), self->profile_.end(), [&](const profile_row & r) { return r.op == name; });
+    if (it == self->profile_.end()) {
+        self->profile_.push_back(profile_row{name, 0, 0});
+        it = self->profile_.end() - 1;
+    }
+    it->count++;
+    it->seconds += now - self->node_t0_;
+    return true;
+}
+
 double rel_rms(const std::vector<float> & a, const std::vector<float> & b) {
     double num = 0, den = 0;
     const size_t n = std::min(a.size(), b.size());

@@ -53,7 +53,22 @@ class runner {
 
     ggml_backend_t backend() const { return backend_; }
 
+    // Per-op time profile: while enabled, forward() evaluates the graph node by node through the
+    // scheduler's evaluation callback (so fusion is off for those runs) and adds each node's
+    // compute time to its op's row. Rows are keyed by the op name (extension ops by theirs).
+    struct profile_row {
+        std::string op;
+        int         count   = 0;
+        double      seconds = 0;
+    };
+    void                            set_profile(bool on);
+    const std::vector<profile_row> & profile() const { return profile_; }
+
   private:
+    static bool eval_cb(ggml_tensor * t, bool ask, void * user);
+    std::vector<profile_row> profile_;
+    double                   node_t0_ = 0;
+
     ggml_backend_t       backend_ = nullptr;
     ggml_backend_sched_t sched_   = nullptr;
 };

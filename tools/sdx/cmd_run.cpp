@@ -3,6 +3,7 @@
 
 #include "cli.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -25,11 +26,14 @@ static const char * const RUN_HELP =
     "\n"
     "Options:\n"
     "  --check / --no-check   compare with native F32 (default on)\n"
+    "  --profile              time every node (the graph runs node by node, fusion off) and\n"
+    "                         print the time per op, largest first\n"
     "  --help                 this text\n";
 
 int cmd_run(int argc, char ** argv) {
     model_opts o;
     bool       check = true;
+    bool       profile = false;
     args       a(argc, argv);
     while (a.next()) {
         const std::string s = a.cur();
@@ -39,6 +43,7 @@ int cmd_run(int argc, char ** argv) {
         }
         if (s == "--check") check = true;
         else if (s == "--no-check") check = false;
+        else if (s == "--profile") profile = true;
         else if (!o.parse(a)) usage_error("run: unknown option '" + s + "' (try 'sdx run --help')");
     }
     o.finish();
@@ -61,7 +66,20 @@ int cmd_run(int argc, char ** argv) {
     krea2::build_options     bo;
     bo.rope_ext = true;
     bo.fusion   = o.fusion;
+    r.set_profile(profile);
     krea2::runner::result res = run_stack(r, *m, bo, x, tvec, std::string("run ") + krea2::wtype_name(o.dtype));
+    if (profile) {
+        std::vector<krea2::runner::profile_row> rows = r.profile();
+        r.set_profile(false);
+        std::sort(rows.begin(), rows.end(), [](const auto & a, const auto & b) { return a.seconds > b.seconds; });
+        double sum = 0;
+        for (const auto & row : rows) sum += row.seconds;
+        printf("  profile (node by node, fusion off): %-24s %6s %10s %7s\n", "op", "nodes", "seconds", "share");
+        for (const auto & row : rows) {
+            printf("  %36s%-24s %6d %10.4f %6.1f%%\n", "", row.op.c_str(), row.count, row.seconds,
+                   sum > 0 ? 100.0 * row.seconds / sum : 0.0);
+        }
+    }
     for (size_t i = 0; i < res.block_s.size(); ++i) printf("  block %zu: %.3f s\n", i, res.block_s[i]);
     printf("  per block (mean): %.3f s\n", res.total_s / c.blocks);
     printf("  stack: %.3f s, %.1f tokens/s\n", res.total_s, c.tokens / res.total_s);

@@ -7,8 +7,9 @@
 // true sum, which fits in int32 for K <= 131072, so the result is exact.
 //
 // On Zen 4 (one 512-bit vpdpbusd per cycle) the 6 x 64 micro-tile reaches ~90% of the measured
-// vpdpbusd peak; the per-call weight repack is a gather per 64-byte step (~4x cheaper than the
-// byte loop), and the row/channel work units are claimed dynamically so a descheduled thread
+// vpdpbusd peak. The weight is repacked inside the GEMM, one L2-sized block at a time into a
+// per-thread buffer (a gather per 64-byte step), so no packed copy of the whole weight is ever
+// written to memory and read back; work units are claimed dynamically so a descheduled thread
 // does not stall the others.
 
 #include "int8-impl.h"
@@ -16,6 +17,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
 
 
 namespace sd_int8 {
@@ -59,21 +62,6 @@ bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & 
     return true;
 }
 
-namespace {
-
-// One panel, byte by byte: the reference layout, used off x86 and for a ragged k tail.
-void pack_panel_scalar(const int8_t * w, int64_t K, int64_t N, uint8_t * d, int64_t pnl, int64_t k4_0) {
-    const int64_t K4 = pad_up(K, 4);
-    for (int64_t c = 0; c < 16; ++c) {
-        const int64_t o = pnl * 16 + c;
-        for (int64_t k = k4_0; k < K4; ++k) {
-            const uint8_t b = (o < N && k < K) ? (uint8_t) w[o * K + k] ^ 0x80 : 0x80;
-            d[(k / 4) * 64 + c * 4 + (k % 4)] = b;
-        }
-    }
-}
-
-} // namespace
 
 #ifdef SD_INT8_X86
 
@@ -81,14 +69,13 @@ void pack_panel_scalar(const int8_t * w, int64_t K, int64_t N, uint8_t * d, int6
 
 namespace {
 
-// Cache blocking: a weight block of NC channels x KC k (NC*KC bytes, ~256 KiB) stays in L2 while
-// every row tile of a row block passes over it; int32 partial sums live in the output between
+// Cache blocking: a packed weight block of NC channels x KC k (NC*KC bytes, 256 KiB) stays in L2
+// while every row tile of the unit passes over it; int32 partial sums live in the output between
 // k-blocks and the epilogue runs on the last one.
 constexpr int     MR = 6;  // rows per micro-tile (6 x 4 vectors = 24 accumulators)
 constexpr int     NV = 4;  // 16-channel vectors per micro-tile (64 channels)
 constexpr int64_t NC = 256;
 constexpr int64_t KC = 1024;
-constexpr int64_t MB = 192; // rows per work unit (multiple of MR)
 
 struct ukernel_args {
     const int8_t *  a;        // first row of the tile at the k-block start
@@ -234,48 +221,90 @@ ukernel_fn pick(int r, int v) {
 }
 
 
-// 16 channels x 4 k bytes per step are 16 dwords taken one from each channel row: one masked
-// gather per 64-byte step (channels past N read as 0, and 0 ^ 0x80 is the weight-0 padding).
-__attribute__((target("avx512f"))) void pack_panels_avx512(const int8_t * w, int64_t K, int64_t N, uint8_t * dst,
-                                                           int64_t p0, int64_t p1) {
-    const int64_t K4    = pad_up(K, 4);
-    const int64_t kfull = K / 4; // steps with all 4 k bytes inside K
+// Packs channels [n0, n0 + nch) x k [k0, k1) (multiples of 4, k1 <= K4) of the N x K weight into
+// d: panel q (channels n0 + 16q ..) at d + q * 16 * (k1 - k0), one 64-byte step (16 channels x 4
+// k bytes, bytes w ^ 0x80) per 4 k. A step is 16 dwords taken one from each channel row: one
+// masked gather (channels past N read as 0, and 0 ^ 0x80 is the weight-0 padding); the ragged
+// step at the end of K goes byte by byte.
+__attribute__((target("avx512f"))) void pack_block(const int8_t * w, int64_t K, int64_t N, int64_t n0, int64_t nch,
+                                                   int64_t k0, int64_t k1, uint8_t * d) {
+    const int64_t kfull = std::min(k1, K / 4 * 4); // end of the steps with all 4 k bytes inside K
     const __m512i flip  = _mm512_set1_epi32((int) 0x80808080u);
     const __m512i idx   = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                              _mm512_set1_epi32((int) K));
-    for (int64_t pnl = p0; pnl < p1; ++pnl) {
-        uint8_t *       d     = dst + pnl * 16 * K4;
-        const int64_t   valid = std::min<int64_t>(16, N - pnl * 16);
+    for (int64_t q = 0; q * 16 < nch; ++q) {
+        const int64_t   c0    = n0 + 16 * q;
+        const int64_t   valid = std::min<int64_t>(16, N - c0);
         const __mmask16 m     = (__mmask16) (valid >= 16 ? 0xffffu : ((1u << valid) - 1));
-        const int8_t *  src   = w + pnl * 16 * K;
-        for (int64_t s = 0; s < kfull; ++s) {
-            const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, src + 4 * s, 1);
-            _mm512_storeu_si512(d + 64 * s, _mm512_xor_si512(v, flip));
+        const int8_t *  src   = w + c0 * K;
+        uint8_t *       dp    = d + q * 16 * (k1 - k0);
+        int64_t         k     = k0;
+        for (; k < kfull; k += 4, dp += 64) {
+            const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, src + k, 1);
+            _mm512_storeu_si512(dp, _mm512_xor_si512(v, flip));
         }
-        if (kfull * 4 < K4) pack_panel_scalar(w, K, N, d, pnl, kfull * 4);
+        for (; k < k1; k += 4, dp += 64) {
+            for (int c = 0; c < 16; ++c) {
+                for (int j = 0; j < 4; ++j) {
+                    const bool in = c < valid && k + j < K;
+                    dp[c * 4 + j] = in ? (uint8_t) src[c * K + k + j] ^ 0x80 : 0x80;
+                }
+            }
+        }
+    }
+}
+
+// The per-thread packed weight block (NC x KC bytes, L2-resident), made on first use.
+uint8_t * pack_buffer() {
+    static thread_local std::unique_ptr<uint8_t[]> buf;
+    if (!buf) buf.reset(new (std::nothrow) uint8_t[NC * KC + 64]);
+    return buf ? (uint8_t *) (((uintptr_t) buf.get() + 63) & ~(uintptr_t) 63) : nullptr;
+}
+
+// Rows [r0, r1) x channels [n0, n1) the plain way (a thread that could not get its pack buffer).
+void unit_scalar(const gemm_problem & p, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t o = n0; o < n1; ++o) {
+            const int8_t * a   = p.a + r * p.lda;
+            const int8_t * w   = p.w + o * p.K;
+            int32_t        acc = 0;
+            for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
+            p.y[r * p.N + o] = epilogue(acc, p.a_scale[r], p.w_scale, p.bias, o);
+        }
     }
 }
 } // namespace
 
+// Work units are NC-channel blocks (times row blocks only when there are too few channel blocks to
+// keep every thread busy). A unit packs its weight block one KC slice at a time into the thread's
+// buffer, so the weight is read from memory once per unit and never written back packed; every
+// row tile of the unit then passes over the slice while it sits in L2.
 SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
     const int64_t K4      = pad_up(p.K, 4);
-    const int64_t pstride = 16 * K4;
     const int64_t n_nb    = (p.N + NC - 1) / NC;
-    const int64_t n_mb    = (p.rows + MB - 1) / MB;
+    const int64_t want_mb = (2 * nth + n_nb - 1) / n_nb;
+    const int64_t n_mb    = std::max<int64_t>(1, std::min(want_mb, (p.rows + MR - 1) / MR));
+    const int64_t MB      = pad_up((p.rows + n_mb - 1) / n_mb, MR);
     const int64_t n_units = n_nb * n_mb;
+    uint8_t *     wbuf    = pack_buffer();
     int64_t       u0, u1;
-    // units ordered channel block outer, row block inner: consecutive units reuse the weight block
     share(n_units, ith, nth, u0, u1);
     for (int64_t i = u0;; ++i) {
         const int64_t u = p.next_unit ? p.next_unit->fetch_add(1, std::memory_order_relaxed) : i;
         if (u >= (p.next_unit ? n_units : u1)) break;
         const int64_t nb = u / n_mb, mb = u % n_mb;
         const int64_t n0 = nb * NC, n1 = std::min(p.N, n0 + NC);
-        const int64_t r0 = mb * MB, r1 = std::min(p.rows, r0 + MB);
+        const int64_t r0 = std::min(p.rows, mb * MB), r1 = std::min(p.rows, r0 + MB);
+        if (!wbuf) {
+            if (stop()) return false;
+            unit_scalar(p, r0, r1, n0, n1);
+            continue;
+        }
         for (int64_t k0 = 0; k0 < K4; k0 += KC) {
             if (stop()) return false;
             const int64_t k1    = std::min(K4, k0 + KC);
             const bool    first = k0 == 0, last = k1 == K4;
+            pack_block(p.w, p.K, p.N, n0, n1 - n0, k0, k1, wbuf);
             for (int64_t r = r0; r < r1; r += MR) {
                 const int nr = (int) std::min<int64_t>(MR, r1 - r);
                 for (int64_t o = n0; o < n1; o += 16 * NV) {
@@ -285,8 +314,8 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
                     ukernel_args  a;
                     a.a         = p.a + r * p.lda + k0;
                     a.lda       = p.lda;
-                    a.w         = p.wpack + (o / 16) * pstride + k0 * 16;
-                    a.pstride   = pstride;
+                    a.pstride   = 16 * (k1 - k0);
+                    a.w         = wbuf + ((o - n0) / 16) * a.pstride;
                     a.k4n       = (k1 - k0) / 4;
                     a.y         = p.y + r * p.N + o;
                     a.ldy       = p.N;
@@ -305,23 +334,7 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
     return true;
 }
 
-void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1) {
-    // gather offsets are int32: row 15 of a panel starts 15 * K bytes in
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
-    if (avx512 && K <= (int64_t) 0x7fffffff / 16) {
-        pack_panels_avx512(w, K, N, dst, p0, p1);
-        return;
-    }
-    const int64_t K4 = pad_up(K, 4);
-    for (int64_t pnl = p0; pnl < p1; ++pnl) pack_panel_scalar(w, K, N, dst + pnl * 16 * K4, pnl, 0);
-}
-
 #else
-
-void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1) {
-    const int64_t K4 = pad_up(K, 4);
-    for (int64_t pnl = p0; pnl < p1; ++pnl) pack_panel_scalar(w, K, N, dst + pnl * 16 * K4, pnl, 0);
-}
 
 bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
     return gemm_portable(p, ith, nth, stop);

@@ -60,8 +60,7 @@ struct gemm_problem {
     int64_t         lda      = 0;
     const float *   a_scale  = nullptr; // rows
     const int32_t * a_rowsum = nullptr; // rows (VNNI path: sum of each activation row)
-    const int8_t *  w        = nullptr; // N x K contiguous (portable path)
-    const uint8_t * wpack    = nullptr; // VNNI layout (vnni path), see pack_weight_vnni
+    const int8_t *  w        = nullptr; // N x K contiguous
     const float *   w_scale  = nullptr; // N or NULL
     const float *   bias     = nullptr; // N or NULL
     float *         y        = nullptr; // rows x N contiguous
@@ -71,13 +70,7 @@ struct gemm_problem {
     std::atomic<int64_t> * next_unit = nullptr;
 };
 
-// VNNI weight layout: panels of 16 output channels (N padded to 16), each panel K4/4 steps of
-// 16 channels x 4 consecutive k bytes, bytes stored as w ^ 0x80 (= w + 128 as unsigned); padding
-// channels and k bytes hold 0x80 (weight 0). Activation rows must be readable and zero up to K4.
 inline int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-inline size_t  wpack_bytes(int64_t K, int64_t N) { return (size_t) pad_up(N, 16) * (size_t) pad_up(K, 4); }
-// Packs panels [p0, p1) (panel = 16 channels).
-void pack_weight_vnni(const int8_t * w, int64_t K, int64_t N, uint8_t * dst, int64_t p0, int64_t p1);
 
 // Each thread ith of nth computes its share; returns false if aborted.
 bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop);

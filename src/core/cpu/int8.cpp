@@ -215,7 +215,7 @@ struct linear_state {
     int     kind, group;
     int64_t K, N, rows, K4;
     // workspace layout (byte offsets)
-    size_t off_act, off_scale, off_rowsum, off_wpack, off_wscale, off_bias, total;
+    size_t off_act, off_scale, off_rowsum, off_wcopy, off_wscale, off_bias, total;
 };
 
 bool linear_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
@@ -267,7 +267,7 @@ ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, voi
     st->off_act    = o; o = align64(o + (size_t) (st->rows * st->K4));
     st->off_scale  = o; o = align64(o + sizeof(float) * (size_t) st->rows);
     st->off_rowsum = o; o = align64(o + sizeof(int32_t) * (size_t) st->rows);
-    st->off_wpack  = o; o = align64(o + wpack_bytes(st->K, st->N)); // VNNI pack, or the weight copy (portable, overlap)
+    st->off_wcopy  = o; o = align64(o + (size_t) st->N * (size_t) st->K); // the weight, if the output overlaps it
     st->off_wscale = o; o = align64(o + sizeof(float) * (size_t) st->N);
     st->off_bias   = o; o = align64(o + sizeof(float) * (size_t) st->N);
     st->total      = o + 64; // room to align the base
@@ -280,7 +280,7 @@ struct linear_task {
     const linear_state * st;
     linear_src           s;
     bool                 act_to_ws;  // quantize / copy the activation into the workspace
-    bool                 w_to_ws;    // portable: copy the weight (overlap); vnni: always packs
+    bool                 w_to_ws;    // copy the weight: the output overlaps it
     bool                 params_to_ws;
     uint8_t *            ws;
     gemm_problem         g;
@@ -326,22 +326,9 @@ void linear_phase1(int ith, int nth, void * data) {
         }
     }
 
-    if (vnni || t->w_to_ws) {
-        const int64_t panels = pad_up(st.N, 16) / 16;
-        const int64_t p0 = panels * ith / nth, p1 = panels * (ith + 1) / nth;
-        for (int64_t pnl = p0; pnl < p1; pnl += 16) {
-            if (t->stop()) {
-                t->aborted = true;
-                return;
-            }
-            const int64_t pe = std::min(p1, pnl + 16);
-            if (vnni) {
-                pack_weight_vnni((const int8_t *) t->s.weight->data, K, st.N, t->ws + st.off_wpack, pnl, pe);
-            } else {
-                const int64_t o0 = pnl * 16, o1 = std::min(st.N, pe * 16);
-                if (o1 > o0) memcpy(t->ws + st.off_wpack + o0 * K, (const int8_t *) t->s.weight->data + o0 * K, (size_t) ((o1 - o0) * K));
-            }
-        }
+    if (t->w_to_ws) {
+        const int64_t o0 = st.N * ith / nth, o1 = st.N * (ith + 1) / nth;
+        if (o1 > o0) memcpy(t->ws + st.off_wcopy + o0 * K, (const int8_t *) t->s.weight->data + o0 * K, (size_t) ((o1 - o0) * K));
     }
     if (ith == 0 && t->params_to_ws) {
         if (t->s.wscale) memcpy(t->ws + st.off_wscale, t->s.wscale->data, sizeof(float) * (size_t) st.N);
@@ -382,7 +369,7 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     }
     const bool act_overlap = overlaps(node, t.s.input) || (t.s.iscale && overlaps(node, t.s.iscale));
     t.act_to_ws    = st->kind == SD_LINEAR_I8_INPUT_F32 || act_overlap || (vnni && st->K4 != st->K);
-    t.w_to_ws      = !vnni && overlaps(node, t.s.weight);
+    t.w_to_ws      = overlaps(node, t.s.weight);
     t.params_to_ws = (t.s.wscale && overlaps(node, t.s.wscale)) || (t.s.bias && overlaps(node, t.s.bias));
 
     gemm_problem & g = t.g;
@@ -393,8 +380,7 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     g.a        = t.act_to_ws ? (const int8_t *) (t.ws + st->off_act) : (const int8_t *) t.s.input->data;
     g.lda      = t.act_to_ws ? st->K4 : st->K;
     g.a_rowsum = (const int32_t *) (t.ws + st->off_rowsum);
-    g.w        = t.w_to_ws ? (const int8_t *) (t.ws + st->off_wpack) : (const int8_t *) t.s.weight->data;
-    g.wpack    = t.ws + st->off_wpack;
+    g.w        = t.w_to_ws ? (const int8_t *) (t.ws + st->off_wcopy) : (const int8_t *) t.s.weight->data;
     g.w_scale  = t.s.wscale ? (t.params_to_ws ? (const float *) (t.ws + st->off_wscale) : (const float *) t.s.wscale->data) : nullptr;
     g.bias     = t.s.bias ? (t.params_to_ws ? (const float *) (t.ws + st->off_bias) : (const float *) t.s.bias->data) : nullptr;
     g.y        = (float *) node->data;
