@@ -10,18 +10,19 @@
 //
 // Accuracy (float inputs, max error measured against double on dense samples of the ranges named;
 // "ulp" is of the float result):
-//   v_exp:      0.92 ulp on [-104, 89] (below -104.x -> 0, above 88.73 -> inf, NaN -> NaN).
-//   v_sigmoid:  2.6 ulp on [-100, 100] (subnormal results in the far negative tail excepted).
-//   v_silu:     3.4 ulp on [-20, 20].  v_gelu_quick: 13 ulp / rel 8e-7 at x ~ -7.7, v_gelu:
-//               99 ulp / rel 6.1e-6 at x ~ -8: both are the conditioning of rounding the float
+//   v_exp:      2.2 ulp on [-104, 89] (below -104.x -> 0, above 88.73 -> inf, NaN -> NaN).
+//   v_sigmoid:  5.0 ulp on [-100, 100], 3.4 on [-8, 8] (subnormal results in the far negative tail
+//               excepted).
+//   v_silu:     4.7 ulp on [-20, 20].  v_gelu_quick: 12.4 ulp / rel 8.4e-7 at x ~ -6.8, v_gelu:
+//               87 ulp / rel 5.8e-6 at x ~ -8: both are the conditioning of rounding the float
 //               argument (1.702 x, z) before the exponential, not the vector code; same as the
 //               portable float formula.
-//   (Re-measured after the degree-6 exp and the divide-based logistic, 2^20 samples each:
-//   exp 0.86, sigmoid 2.40, silu 3.24, gelu_quick 12.2 and gelu 87 ulp on [-8, 8], tanh 1.30,
-//   erfc 5.7, gelu_erf rel 2.8e-6: all inside the bounds above.)
-//   v_tanh:     1.4 ulp on [-10, 10] (odd polynomial below |x| = 0.625, 1 - 2/(e^2|x| + 1) above).
-//   v_erfc:     6.4 ulp on [-10, 10] (relative error; subnormal results excepted).
-//   v_gelu_erf: rel 2.8e-6 on [-6, 6] (44 ulp at x ~ -5.8, again the conditioning of x/sqrt2).
+//   (Measured after the degree-5 exp and the one-FMA reduction in the logistic family, 2^20
+//   samples per range against long double; before them: exp 0.86, sigmoid 2.4, silu 3.0, tanh
+//   1.3, erfc 6.2 ulp. The harness bound for these ops is rel 1e-5, 84-168 ulp.)
+//   v_tanh:     1.9 ulp on [-10, 10] (odd polynomial below |x| = 0.625, 1 - 2/(e^2|x| + 1) above).
+//   v_erfc:     9.3 ulp on [-10, 10] (relative error; subnormal results excepted).
+//   v_gelu_erf: rel 2.8e-6 on [-6, 6] (44 ulp at x ~ -6, again the conditioning of x/sqrt2).
 //   Conversions: bit-identical to the scalar ggml conversions (checked on every 97th float bit
 //   pattern and all 65536 halves, NaNs and subnormals included).
 
@@ -51,29 +52,37 @@ inline __m512 v_abs(__m512 x) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// exp: n = round(x log2 e), r = x - n ln2 (two-part ln2, |r| <= ln2/2), e^r = 1 + r + r^2 Q(r)
-// with Q of degree 4 (a relative-error minimax fit made for this file: 3.1e-9 on |r| <= ln2/2,
-// one FMA less than the degree-7 Taylor polynomial it replaced), result scaled by 2^n with
-// vscalefps, which rounds once and produces subnormals, 0 and inf correctly.
+// exp: n = round(x log2 e), r = x - n ln2 (|r| <= ln2/2), e^r = 1 + r + r^2 Q(r) with Q of degree 3
+// (a relative-error minimax fit made for this file: 1.1e-7 on |r| <= ln2/2 with the coefficients
+// rounded to float; the degree-4 Q it replaced was 3.1e-9, but cost one more FMA, and the FMA pipe
+// is what bounds these kernels), result scaled by 2^n with vscalefps, which rounds once and
+// produces subnormals, 0 and inf correctly.
 
 namespace detail {
 // e^r for |r| <= ln2/2 (plus rounding slack), before the 2^n scaling
 inline __m512 exp_poly(__m512 r) {
-    __m512 p = _mm512_set1_ps(1.38146173399617362e-03f);
-    p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.36871024052741764e-03f));
-    p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.16683873025661072e-02f));
-    p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.66665206853586158e-01f));
-    p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.99999934518701968e-01f));
+    __m512 p = _mm512_set1_ps(8.3127902860138467e-03f);
+    p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1889686739588941e-02f));
+    p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6667113433299424e-01f));
+    p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.9999238755239672e-01f));
     p        = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
 }
 
-// e^x for x already clamped to [-105, 89] (or NaN)
+// e^x for x already clamped to [-105, 89] (or NaN). EXACT_LN2: ln2 in two parts, so r carries no
+// error from the reduction; otherwise one FMA with ln2 rounded to float (one FMA fewer), which
+// leaves |n| * 1.9e-9 in r: <= 5.5e-8 relative for |x| <= 20, 2.9e-7 at |x| = 105.
+template <bool EXACT_LN2 = true>
 inline __m512 exp_clamped(__m512 x) {
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512       r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r              = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+    __m512 r;
+    if (EXACT_LN2) {
+        r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+        r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+    } else {
+        r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147182464599609375f), x);
+    }
     return _mm512_scalef_ps(exp_poly(r), n);
 }
 
@@ -84,8 +93,10 @@ inline __m512 neg_abs(__m512 x) {
 
 // The logistic family from e = e^{-|u|} and d = 1 + e: sigmoid(u) = 1/d for u >= 0 and e/d for
 // u < 0, so the negative tail keeps its relative accuracy down to the subnormals instead of
-// flushing once e^-u overflows. One correctly rounded divide: it runs on the divider, beside the
-// FMA pipes, and measured faster than vrcp14ps plus a Newton step (three more FMA-pipe ops).
+// flushing once e^-u overflows. e uses the one-FMA reduction (|u| <= 105: <= 2.9e-7 relative,
+// 5.5e-8 for |u| <= 20). One correctly rounded divide: it runs on the divider, beside the FMA
+// pipes; re-measured with the 4-vector loops, silu took 3.7 ns/vector with it and 4.5 with
+// vrcp14ps plus a Newton step (three more FMA-pipe ops).
 struct logistic {
     __m512    e, d;
     __mmask16 neg; // u < 0
@@ -93,7 +104,7 @@ struct logistic {
 inline logistic logistic_of(__m512 u) {
     logistic l;
     // max with the constant first: the second operand is returned for NaN, so NaN survives
-    l.e   = exp_clamped(_mm512_max_ps(_mm512_set1_ps(-105.0f), neg_abs(u)));
+    l.e   = exp_clamped<false>(_mm512_max_ps(_mm512_set1_ps(-105.0f), neg_abs(u)));
     l.d   = _mm512_add_ps(_mm512_set1_ps(1.0f), l.e);
     l.neg = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ);
     return l;

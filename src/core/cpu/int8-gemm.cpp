@@ -84,8 +84,7 @@ constexpr int64_t KC = 8192;
 struct ukernel_args {
     const int8_t *  a;        // first row of the tile at the k-block start
     int64_t         lda;
-    const uint8_t * w;        // first panel at the k-block start
-    int64_t         pstride;  // bytes between panels (16 * K4)
+    const uint8_t * w;        // the packed k-block: per k4 step, V panels x 64 bytes
     int64_t         k4n;      // k4 steps in this block
     float *         y;        // first row / channel of the tile
     int64_t         ldy;
@@ -99,11 +98,11 @@ struct ukernel_args {
 
 template <int R, int V> struct kloop {
     SD_VNNI_TARGET static inline void run(__m512i (&acc)[R][V], const int8_t * a, int64_t lda, const uint8_t * w,
-                                          int64_t ps, int64_t k4n) {
+                                          int64_t k4n) {
         for (int64_t k = 0; k < k4n; ++k) {
             __m512i wv[V];
 #pragma GCC unroll 4
-            for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(w + v * ps);
+            for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(w + v * 64);
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
                 int32_t a4;
@@ -113,7 +112,7 @@ template <int R, int V> struct kloop {
                 for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], wv[v], av);
             }
             a += 4;
-            w += 64;
+            w += 64 * V;
         }
     }
 };
@@ -143,20 +142,18 @@ inline int32_t load_a4(const int8_t * p) {
 
 template <int R> struct kloop<R, 4> {
     SD_VNNI_TARGET static inline void run(__m512i (&acc)[R][4], const int8_t * a, int64_t lda, const uint8_t * w,
-                                          int64_t ps, int64_t k4n) {
+                                          int64_t k4n) {
         static_assert(R >= 1 && R <= 6, "tile rows");
         // rows past R alias row 0 and their sums are dropped: the compiler removes them
         __m512i x[6][4];
         for (int r = 0; r < 6; ++r)
             for (int v = 0; v < 4; ++v) x[r][v] = acc[r < R ? r : 0][v];
         SD_IN(0) SD_IN(1) SD_IN(2) SD_IN(3) SD_IN(4) SD_IN(5)
-        const uint8_t * wp0 = w;
-        const uint8_t * wp2 = w + 2 * ps;
         for (int64_t k = 0; k < k4n; ++k) {
-            const __m512i w0 = _mm512_loadu_si512(wp0 + 64 * k);
-            const __m512i w1 = _mm512_loadu_si512(wp0 + ps + 64 * k);
-            const __m512i w2 = _mm512_loadu_si512(wp2 + 64 * k);
-            const __m512i w3 = _mm512_loadu_si512(wp2 + ps + 64 * k);
+            const __m512i w0 = _mm512_loadu_si512(w + 256 * k);
+            const __m512i w1 = _mm512_loadu_si512(w + 256 * k + 64);
+            const __m512i w2 = _mm512_loadu_si512(w + 256 * k + 128);
+            const __m512i w3 = _mm512_loadu_si512(w + 256 * k + 192);
             SD_ROW(0)
             if (R > 1) SD_ROW(1)
             if (R > 2) SD_ROW(2)
@@ -184,7 +181,7 @@ template <int R, int V> SD_VNNI_TARGET void ukernel(const ukernel_args & u) {
                                 : _mm512_maskz_loadu_epi32(m, u.y + r * u.ldy + 16 * v);
         }
     }
-    kloop<R, V>::run(acc, u.a, u.lda, u.w, u.pstride, u.k4n);
+    kloop<R, V>::run(acc, u.a, u.lda, u.w, u.k4n);
     for (int r = 0; r < R; ++r) {
         const __m512 sx = _mm512_set1_ps(u.sx[r]);
         for (int v = 0; v < V; ++v) {
@@ -225,11 +222,12 @@ ukernel_fn pick(int r, int v) {
 }
 
 
-// Packs channels [n0, n0 + nch) x k [k0, k1) (multiples of 4, k1 <= K4) of the N x K weight into
-// d: panel q (channels n0 + 16q ..) at d + q * 16 * (k1 - k0), one 64-byte step (16 channels x 4
-// k bytes, bytes w ^ 0x80) per 4 k. A step is 16 dwords taken one from each channel row: one
-// masked gather (channels past N read as 0, and 0 ^ 0x80 is the weight-0 padding); the ragged
-// step at the end of K goes byte by byte.
+// Packs channels [n0, n0 + nch) (nch <= 64: nv = ceil(nch / 16) panels of 16) x k [k0, k1)
+// (multiples of 4, k1 <= K4) of the N x K weight into d, step-major: k4 step s holds the nv
+// panels' 64-byte steps (16 channels x 4 k bytes, bytes w ^ 0x80) at d + s * 64 * nv + 64 * q,
+// so the micro-kernel reads one contiguous stream. A step is 16 dwords taken one from each
+// channel row: one masked gather (channels past N read as 0, and 0 ^ 0x80 is the weight-0
+// padding); the ragged step at the end of K goes byte by byte.
 __attribute__((target("avx512f"))) void pack_block(const int8_t * w, int64_t K, int64_t N, int64_t n0, int64_t nch,
                                                    int64_t k0, int64_t k1, uint8_t * d) {
     const int64_t kfull = std::min(k1, K / 4 * 4); // end of the steps with all 4 k bytes inside K
@@ -241,13 +239,14 @@ __attribute__((target("avx512f"))) void pack_block(const int8_t * w, int64_t K, 
         const int64_t   valid = std::min<int64_t>(16, N - c0);
         const __mmask16 m     = (__mmask16) (valid >= 16 ? 0xffffu : ((1u << valid) - 1));
         const int8_t *  src   = w + c0 * K;
-        uint8_t *       dp    = d + q * 16 * (k1 - k0);
+        const int64_t   nv    = (nch + 15) / 16;
+        uint8_t *       dp    = d + 64 * q;
         int64_t         k     = k0;
-        for (; k < kfull; k += 4, dp += 64) {
+        for (; k < kfull; k += 4, dp += 64 * nv) {
             const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, src + k, 1);
             _mm512_storeu_si512(dp, _mm512_xor_si512(v, flip));
         }
-        for (; k < k1; k += 4, dp += 64) {
+        for (; k < k1; k += 4, dp += 64 * nv) {
             for (int c = 0; c < 16; ++c) {
                 for (int j = 0; j < 4; ++j) {
                     const bool in = c < valid && k + j < K;
@@ -318,7 +317,6 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
                 a.a         = p.a + r * p.lda + k0;
                 a.lda       = p.lda;
                 a.w         = wbuf;
-                a.pstride   = 16 * (k1 - k0);
                 a.k4n       = (k1 - k0) / 4;
                 a.y         = p.y + r * p.N + n0;
                 a.ldy       = p.N;
