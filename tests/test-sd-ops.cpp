@@ -377,6 +377,26 @@ TEST(RmsNormMulRopeFusion, fusion_selected_and_equals_native_chain) {
     }
 }
 
+// Fusion disable setting (sd_ggml_set_fusion_enabled / SD_DISABLE_FUSION): while off, the rule
+// declines and the same graph runs node by node with the same result; back on, it fuses again.
+TEST(RmsNormMulRopeFusion, fusion_disable_setting_is_honored) {
+    const rope_case    c{128, 4, 5, 2, 64, true};
+    std::vector<float> want = native_chain_result(c, 0);
+    ASSERT_TRUE(sd_ggml_fusion_enabled());
+    for (bool on : {false, true}) {
+        SCOPED_TRACE(on ? "fusion on" : "fusion off");
+        sd_ggml_set_fusion_enabled(on);
+        fusion_graph f(c, 0, false, false);
+        ASSERT_NE(f.out, nullptr) << ggml_ext_last_error();
+        f.g.build({f.out});
+        sched_run s;
+        s.compute(f.g);
+        EXPECT_EQ(s.fused_step(), on);
+        expect_bitwise_equal(get_f32(f.out), want, "result vs native chain");
+    }
+    sd_ggml_set_fusion_enabled(true);
+}
+
 TEST(RmsNormMulRopeFusion, unfused_direct_compute_equals_native_chain) {
     // direct compute never fuses: RMS_NORM and MUL run natively, the rope node on its kernel
     const rope_case c{128, 3, 5, 2, 64, true};

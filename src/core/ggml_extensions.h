@@ -105,6 +105,13 @@ SD_API ggml_ext_op_t sd_op_sol_attn(void);
 // (the reason is logged).
 SD_API bool sd_ggml_register_extensions(void);
 
+// The sd fusion rules' switch (all backends): while off, every sd fusion rule declines to match,
+// so graphs scheduled afterwards run each node by itself (single-node extension kernels stay
+// on). Initially on, unless the environment sets SD_DISABLE_FUSION=1. Takes effect at the next
+// ggml_backend_sched_alloc_graph / reserve (matching happens there).
+SD_API void sd_ggml_set_fusion_enabled(bool on);
+SD_API bool sd_ggml_fusion_enabled(void);
+
 // ---------------------------------------------------------------------------------------------
 // Constructors (model-facing names)
 

@@ -445,14 +445,9 @@ ggml_tensor * build_block(ggml_context * ctx, ggml_cgraph * gf, const model & m,
     }
     B.named(qr, "q_rope");
     B.named(kr, "k_rope");
-    if (o.fusion) {
-        // norm -> mul -> rope consecutive for each of q and k
-        ggml_build_forward_expand(gf, qr);
-        ggml_build_forward_expand(gf, kr);
-    } else {
-        // the same nodes interleaved, so that no fusion rule can match
-        for (ggml_tensor * t : {qn, kn, qm, km, qr, kr}) ggml_build_forward_expand(gf, t);
-    }
+    // norm -> mul -> rope consecutive for each of q and k
+    ggml_build_forward_expand(gf, qr);
+    ggml_build_forward_expand(gf, kr);
     ggml_tensor * k16 = B.named(ggml_cast(ctx, kr, GGML_TYPE_F16), "k_f16");
     ggml_tensor * vp  = ggml_cont(ctx, ggml_permute(ctx, v, 0, 2, 1, 3));
     vp                = ggml_reshape_3d(ctx, vp, D, L, Hkv);

@@ -137,7 +137,7 @@ class model {
 
 struct build_options {
     bool rope_ext = true; // sd_rope_apply; false: the native op chain of §4.3
-    bool fusion   = true; // node order that lets RMSNorm -> Mul -> RoPE fuse; false: interleaved
+    bool fusion   = true; // the sd fusion rules on while this model's graphs are scheduled
 };
 
 struct block_inputs {

@@ -68,6 +68,13 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
     r.out                         = x;
     r.block_s.clear();
     r.total_s = 0;
+    // the sd fusion rules match while the scheduler allocates; restore the caller's setting after
+    const bool fusion_before = sd_ggml_fusion_enabled();
+    sd_ggml_set_fusion_enabled(o.fusion);
+    struct restore {
+        bool on;
+        ~restore() { sd_ggml_set_fusion_enabled(on); }
+    } restore_fusion{fusion_before};
     for (int i = 0; i < c.blocks; ++i) {
         block_graph g;
         if (!make_graph(m, o, i, g, err)) return false;
@@ -98,6 +105,12 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
 }
 
 bool runner::plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err) {
+    const bool fusion_before = sd_ggml_fusion_enabled();
+    sd_ggml_set_fusion_enabled(o.fusion);
+    struct restore {
+        bool on;
+        ~restore() { sd_ggml_set_fusion_enabled(on); }
+    } restore_fusion{fusion_before};
     block_graph g;
     if (!make_graph(m, o, blk, g, err)) return false;
     ggml_backend_sched_reset(sched_);

@@ -46,7 +46,7 @@ const char * const MODEL_OPTS_HELP =
     "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 (default int8)\n"
     "  --threads N       CPU threads (default: the CPU backend's default)\n"
     "  --seed S          seed of the synthetic weights and input (default 42)\n"
-    "  --no-fusion       keep RMSNorm -> Mul -> RoPE unfused (nodes interleaved)\n"
+    "  --no-fusion       sd fusion rules off: every node runs by itself (same graph)\n"
     "  --weights FILE    block weights from a safetensors checkpoint (plain float or ComfyUI\n"
     "                    int8_tensorwise); width and heads are taken from the file\n";
 

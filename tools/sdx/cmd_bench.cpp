@@ -21,7 +21,7 @@ static const char * const BENCH_HELP =
     "  f32-native   F32 weights, native ggml ops only (RoPE as the plain op chain)\n"
     "  bf16-native  BF16 weights (mul_mat), native ops only\n"
     "  int8-ext     INT8 ConvRot weights via the sd extension kernels, fusion off\n"
-    "  int8-fused   INT8 ConvRot weights, extensions and RMSNorm->Mul->RoPE fusion on\n"
+    "  int8-fused   INT8 ConvRot weights, extensions and the sd fusion rules on\n"
     "Prints time ratios and each output's relative RMS deviation from f32-native, and writes\n"
     "--json and --html (atomically). Defaults: 2 blocks x 1024 tokens at the real width; that\n"
     "takes about 80 s on an idle 2-core machine (F32 and BF16 dominate).\n"

@@ -362,6 +362,7 @@ const ggml_tensor * match_chain(const ggml_tensor * norm, const ggml_tensor * mu
 }
 
 int fused_match(ggml_backend_dev_t, const ggml_cgraph * graph, int first, void *) {
+    if (!sd_ggml_fusion_enabled()) return 0;
     ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
     if (first + 2 >= ggml_graph_n_nodes(g)) return 0;
     return match_chain(ggml_graph_node(g, first), ggml_graph_node(g, first + 1), ggml_graph_node(g, first + 2)) ? 3
