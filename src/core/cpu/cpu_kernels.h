@@ -25,6 +25,11 @@ bool sd_register_cpu_extensions(ggml_backend_dev_t dev);
 // CPU backend's parallel service (NULL: single-threaded).
 bool sd_cpu_register_rope(ggml_backend_dev_t dev, const struct ggml_ext_cpu_parallel_v1 * svc);
 
+// RMSNorm -> Mul(weight) -> Mul(mod) -> Add -> Add(shift) -> sd.quantize_i8_convrot (norm-quant.cpp).
+bool sd_cpu_register_norm_quant(ggml_backend_dev_t dev, const struct ggml_ext_cpu_parallel_v1 * svc);
+// SILU -> Mul -> sd.quantize_i8_convrot (SwiGLU) and SIGMOID -> Mul -> quantize (gate-quant.cpp).
+bool sd_cpu_register_gate_quant(ggml_backend_dev_t dev, const struct ggml_ext_cpu_parallel_v1 * svc);
+
 // The kernel names, for tests and plan introspection (ggml_ext_sched_get_step).
 #define SD_CPU_KERNEL_ROPE_APPLY       "sd.cpu.rope_apply"
 #define SD_CPU_KERNEL_RMS_NORM_MUL_ROPE "sd.cpu.rms_norm_mul_rope"

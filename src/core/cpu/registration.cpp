@@ -17,6 +17,8 @@ extern "C" bool sd_register_cpu_extensions(ggml_backend_dev_t dev) {
     if (svc != nullptr && svc->version < 1) svc = nullptr;
 
     bool ok = sd_cpu_register_rope(dev, svc);
+    ok      = sd_cpu_register_norm_quant(dev, svc) && ok;
+    ok      = sd_cpu_register_gate_quant(dev, svc) && ok;
 
     sd_cpu_register_int8(dev);
     return ok;

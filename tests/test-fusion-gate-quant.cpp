@@ -1,0 +1,2 @@
+// test-fusion-gate-quant.cpp — (being written)
+#include <gtest/gtest.h>

@@ -1,0 +1,2 @@
+// test-fusion-linear-epilogue.cpp — (being written)
+#include <gtest/gtest.h>

@@ -1,0 +1,2 @@
+// test-fusion-norm-quant.cpp — (being written)
+#include <gtest/gtest.h>
