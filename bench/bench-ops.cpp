@@ -205,11 +205,11 @@ std::vector<op_case> make_cases(bool smoke) {
         cases.push_back(c);
     }
 
-    // memory-bound ops over one [hidden, tokens] activation
-    auto act = [=](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
-        return input(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, hidden, tokens));
-    };
-    const std::string act_shape = shape_str({hidden, tokens});
+    // Memory-bound ops over one [hidden, L] activation, at two token counts: L = 1024 (24 MiB in +
+    // out, resident in this machine's L3, so memcpy runs at cache speed and the transcendental ops
+    // are compute-bound) and L = 4352, the Flux single-block sequence of a 1024x1024 image
+    // (dit-workloads.md §3.2; 107 MiB in + out, memory-bound like the real workload). soft_max
+    // ([L, L, heads]) only at the first: at 4352 it would be 1.8 GB.
     auto add_mem = [&](const std::string & name, const std::string & shape,
                        std::function<ggml_tensor *(ggml_context *, const std::function<ggml_tensor *(ggml_tensor *)> &)> b) {
         op_case c;
@@ -218,34 +218,43 @@ std::vector<op_case> make_cases(bool smoke) {
         c.build = std::move(b);
         cases.push_back(c);
     };
-    add_mem("rms_norm", act_shape, [=](auto * ctx, auto & in) { return ggml_rms_norm(ctx, act(ctx, in), 1e-5f); });
-    add_mem("norm", act_shape, [=](auto * ctx, auto & in) { return ggml_norm(ctx, act(ctx, in), 1e-6f); });
-    add_mem("add", act_shape, [=](auto * ctx, auto & in) { return ggml_add(ctx, act(ctx, in), act(ctx, in)); });
-    add_mem("mul_bcast_row", act_shape + "*[" + std::to_string(hidden) + "]", [=](auto * ctx, auto & in) {
-        return ggml_mul(ctx, act(ctx, in), in(ggml_new_tensor_1d(ctx, GGML_TYPE_F32, hidden)));
-    });
-    add_mem("scale", act_shape, [=](auto * ctx, auto & in) { return ggml_scale(ctx, act(ctx, in), 0.5f); });
-    add_mem("silu", act_shape, [=](auto * ctx, auto & in) { return ggml_silu(ctx, act(ctx, in)); });
-    add_mem("gelu", act_shape, [=](auto * ctx, auto & in) { return ggml_gelu(ctx, act(ctx, in)); });
-    add_mem("sigmoid", act_shape, [=](auto * ctx, auto & in) { return ggml_sigmoid(ctx, act(ctx, in)); });
-    add_mem("swiglu", shape_str({2 * hidden, tokens}), [=](auto * ctx, auto & in) {
-        return ggml_swiglu(ctx, in(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2 * hidden, tokens)));
-    });
-    add_mem("cpy_f32_f16", act_shape, [=](auto * ctx, auto & in) { return ggml_cast(ctx, act(ctx, in), GGML_TYPE_F16); });
-    add_mem("cpy_f32_bf16", act_shape, [=](auto * ctx, auto & in) { return ggml_cast(ctx, act(ctx, in), GGML_TYPE_BF16); });
-    add_mem("cpy_f16_f32", act_shape, [=](auto * ctx, auto & in) {
-        return ggml_cast(ctx, in(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, hidden, tokens)), GGML_TYPE_F32);
-    });
-    add_mem("soft_max", shape_str({tokens, tokens, heads}), [=](auto * ctx, auto & in) {
-        return ggml_soft_max_ext(ctx, in(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, tokens, tokens, heads)), nullptr,
-                                 0.125f, 0.0f);
-    });
-    add_mem("rope_neox", shape_str({hd, heads, tokens}), [=](auto * ctx, auto & in) {
-        ggml_tensor * x   = in(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, heads, tokens));
-        ggml_tensor * pos = in(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, tokens));
-        return ggml_rope_ext(ctx, x, pos, nullptr, (int) hd, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f,
-                             0.0f, 0.0f);
-    });
+    const std::vector<int64_t> token_counts = smoke ? std::vector<int64_t>{tokens} : std::vector<int64_t>{tokens, 4352};
+    for (const int64_t tokens : token_counts) {
+        auto act = [=](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
+            return input(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, hidden, tokens));
+        };
+        const std::string act_shape = shape_str({hidden, tokens});
+        add_mem("rms_norm", act_shape, [=](auto * ctx, auto & in) { return ggml_rms_norm(ctx, act(ctx, in), 1e-5f); });
+        add_mem("norm", act_shape, [=](auto * ctx, auto & in) { return ggml_norm(ctx, act(ctx, in), 1e-6f); });
+        add_mem("add", act_shape, [=](auto * ctx, auto & in) { return ggml_add(ctx, act(ctx, in), act(ctx, in)); });
+        add_mem("mul_bcast_row", act_shape + "*[" + std::to_string(hidden) + "]", [=](auto * ctx, auto & in) {
+            return ggml_mul(ctx, act(ctx, in), in(ggml_new_tensor_1d(ctx, GGML_TYPE_F32, hidden)));
+        });
+        add_mem("scale", act_shape, [=](auto * ctx, auto & in) { return ggml_scale(ctx, act(ctx, in), 0.5f); });
+        add_mem("silu", act_shape, [=](auto * ctx, auto & in) { return ggml_silu(ctx, act(ctx, in)); });
+        add_mem("gelu", act_shape, [=](auto * ctx, auto & in) { return ggml_gelu(ctx, act(ctx, in)); });
+        add_mem("sigmoid", act_shape, [=](auto * ctx, auto & in) { return ggml_sigmoid(ctx, act(ctx, in)); });
+        add_mem("swiglu", shape_str({2 * hidden, tokens}), [=](auto * ctx, auto & in) {
+            return ggml_swiglu(ctx, in(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2 * hidden, tokens)));
+        });
+        add_mem("cpy_f32_f16", act_shape, [=](auto * ctx, auto & in) { return ggml_cast(ctx, act(ctx, in), GGML_TYPE_F16); });
+        add_mem("cpy_f32_bf16", act_shape, [=](auto * ctx, auto & in) { return ggml_cast(ctx, act(ctx, in), GGML_TYPE_BF16); });
+        add_mem("cpy_f16_f32", act_shape, [=](auto * ctx, auto & in) {
+            return ggml_cast(ctx, in(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, hidden, tokens)), GGML_TYPE_F32);
+        });
+        if (tokens == token_counts.front()) {
+            add_mem("soft_max", shape_str({tokens, tokens, heads}), [=](auto * ctx, auto & in) {
+                return ggml_soft_max_ext(ctx, in(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, tokens, tokens, heads)), nullptr,
+                                         0.125f, 0.0f);
+            });
+        }
+        add_mem("rope_neox", shape_str({hd, heads, tokens}), [=](auto * ctx, auto & in) {
+            ggml_tensor * x   = in(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, heads, tokens));
+            ggml_tensor * pos = in(ggml_new_tensor_1d(ctx, GGML_TYPE_I32, tokens));
+            return ggml_rope_ext(ctx, x, pos, nullptr, (int) hd, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f,
+                                 0.0f, 0.0f);
+        });
+    }
     return cases;
 }
 
