@@ -33,3 +33,8 @@ bool sd_cpu_register_gate_quant(ggml_backend_dev_t dev, const struct ggml_ext_cp
 // The kernel names, for tests and plan introspection (ggml_ext_sched_get_step).
 #define SD_CPU_KERNEL_ROPE_APPLY       "sd.cpu.rope_apply"
 #define SD_CPU_KERNEL_RMS_NORM_MUL_ROPE "sd.cpu.rms_norm_mul_rope"
+// sd.linear_i8.v1 -> MUL(gate[N]) -> ADD(residual), and sd.linear_i8.v1 -> ADD(residual) (int8.cpp)
+#define SD_CPU_KERNEL_LINEAR_I8_GATE_RESIDUAL "sd.cpu.linear_i8_gate_residual"
+#define SD_CPU_KERNEL_RMS_NORM_MOD_QUANTIZE "sd.cpu.rms_norm_mod_quantize"
+#define SD_CPU_KERNEL_SIGMOID_MUL_QUANTIZE "sd.cpu.sigmoid_mul_quantize"
+#define SD_CPU_KERNEL_SWIGLU_QUANTIZE      "sd.cpu.swiglu_quantize"
