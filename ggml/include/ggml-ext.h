@@ -165,6 +165,18 @@ struct ggml_ext_cpu_parallel_v1 {
     int (*n_threads)(ggml_backend_t backend);
 };
 
+#define GGML_EXT_CPU_UNARY_V1 "ggml_ext_cpu_unary_v1"
+
+struct ggml_ext_cpu_unary_v1 {
+    uint32_t version; // 1
+    // y[0..n) = op(x[0..n)) with exactly the kernel a GGML_OP_UNARY node of this op runs on this
+    // backend (the same bits, honoring ggml_backend_cpu_set_use_ref); false when the op is not
+    // offered or backend is not a CPU backend. x and y may be the same array. Runs on the
+    // calling thread (no pool, no abort polling), so it may be called from a parallel_for task.
+    // Each element depends only on its own input, never on n or its position.
+    bool (*apply_f32)(ggml_backend_t backend, enum ggml_unary_op op, int64_t n, const float * x, float * y);
+};
+
 #ifdef __cplusplus
 }
 #endif

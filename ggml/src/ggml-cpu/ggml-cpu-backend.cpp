@@ -476,6 +476,70 @@ const ggml_ext_cpu_parallel_v1 cpu_parallel_service = {
     /* .n_threads    = */ svc_n_threads,
 };
 
+// Service ggml_ext_cpu_unary_v1: a fused extension kernel that applies an activation itself
+// must produce the bits of the UNARY node it replaces, fast path or portable (use_ref). It runs
+// the node's own kernel on a one-row tensor pair describing x and y, on the calling thread
+// (nth 1, no compute state: nothing to poll, no barrier), so there is no second copy of the
+// vector math to drift from the graph's.
+bool svc_unary_offered(ggml_unary_op op) {
+    switch (op) {
+        case GGML_UNARY_OP_ABS:
+        case GGML_UNARY_OP_SGN:
+        case GGML_UNARY_OP_NEG:
+        case GGML_UNARY_OP_STEP:
+        case GGML_UNARY_OP_TANH:
+        case GGML_UNARY_OP_ELU:
+        case GGML_UNARY_OP_RELU:
+        case GGML_UNARY_OP_SIGMOID:
+        case GGML_UNARY_OP_GELU:
+        case GGML_UNARY_OP_GELU_QUICK:
+        case GGML_UNARY_OP_SILU:
+        case GGML_UNARY_OP_HARDSWISH:
+        case GGML_UNARY_OP_HARDSIGMOID:
+        case GGML_UNARY_OP_EXP:
+        case GGML_UNARY_OP_EXPM1:
+        case GGML_UNARY_OP_SOFTPLUS:
+        case GGML_UNARY_OP_GELU_ERF:
+        case GGML_UNARY_OP_FLOOR:
+        case GGML_UNARY_OP_CEIL:
+        case GGML_UNARY_OP_ROUND:
+        case GGML_UNARY_OP_TRUNC: return true;
+        default: return false; // XIELU has parameters of its own
+    }
+}
+
+bool svc_unary_apply_f32(ggml_backend_t backend, ggml_unary_op op, int64_t n, const float * x, float * y) {
+    if (!ggml_backend_is_cpu(backend) || !svc_unary_offered(op) || n < 0 || (n > 0 && (!x || !y))) return false;
+    if (n == 0) return true;
+    const cpu_backend_context * ctx = static_cast<const cpu_backend_context *>(backend->context);
+
+    ggml_tensor src{};
+    src.type  = GGML_TYPE_F32;
+    src.op    = GGML_OP_NONE;
+    src.ne[0] = n;
+    src.ne[1] = src.ne[2] = src.ne[3] = 1;
+    src.nb[0] = sizeof(float);
+    src.nb[1] = src.nb[2] = src.nb[3] = (size_t) n * sizeof(float);
+    src.data  = const_cast<float *>(x); // read only
+    ggml_tensor dst = src;
+    dst.op          = GGML_OP_UNARY;
+    dst.op_params[0] = (int32_t) op;
+    dst.src[0]      = &src;
+    dst.data        = y;
+
+    ggml_compute_params params{};
+    params.ith     = 0;
+    params.nth     = 1;
+    params.use_ref = ctx->use_ref;
+    ggml_cpu_op_unary(&params, &dst);
+    return true;
+}
+
+const ggml_ext_cpu_unary_v1 cpu_unary_service = {
+    /* .version   = */ 1,
+    /* .apply_f32 = */ svc_unary_apply_f32,
+};
+
 void * cpu_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
     (void) reg;
     if (!name) return nullptr;
@@ -492,6 +556,7 @@ void * cpu_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
         {"ggml_backend_cpu_set_threadpool", (void *) ggml_backend_cpu_set_threadpool},
         {"ggml_backend_get_features", (void *) cpu_get_features},
         {GGML_EXT_CPU_PARALLEL_V1, (void *) &cpu_parallel_service},
+        {GGML_EXT_CPU_UNARY_V1, (void *) &cpu_unary_service},
     };
     for (const entry & e : table) {
         if (strcmp(e.name, name) == 0) return e.fn;
