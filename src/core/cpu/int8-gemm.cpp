@@ -1,4 +1,5 @@
-// INT8 GEMM paths with the fixed epilogue y = ((float(acc) * s_x) * s_w) + b.
+// INT8 GEMM paths with the fixed epilogue y = ((float(acc) * s_x) * s_w) + b, optionally
+// extended by y = y * gate and y = residual + y (the fused Linear -> Mul -> Add chain).
 //
 // Portable: plain int32 dot products. VNNI (AVX512-VNNI, vpdpbusd = u8 x s8): the weight is
 // repacked with +128 (w ^ 0x80) so it can be the unsigned operand while the activation stays
@@ -25,10 +26,13 @@ namespace sd_int8 {
 
 namespace {
 
-inline float epilogue(int32_t acc, float sx, const float * ws, const float * bias, int64_t o) {
+// res is the residual row (or NULL)
+inline float epilogue(int32_t acc, float sx, const gemm_problem & p, const float * res, int64_t o) {
     float y = (float) acc * sx;
-    if (ws) y = y * ws[o];
-    if (bias) y = y + bias[o];
+    if (p.w_scale) y = y * p.w_scale[o];
+    if (p.bias) y = y + p.bias[o];
+    if (p.gate) y = y * p.gate[o];
+    if (res) y = res[o] + y;
     return y;
 }
 
@@ -52,11 +56,12 @@ bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & 
         const int64_t  o0 = (u % nb) * NB, o1 = std::min(p.N, o0 + NB);
         const int8_t * a  = p.a + r * p.lda;
         float *        y  = p.y + r * p.N;
+        const float *  rs = p.residual ? p.residual + r * p.N : nullptr;
         for (int64_t o = o0; o < o1; ++o) {
             const int8_t * w   = p.w + o * p.K;
             int32_t        acc = 0;
             for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
-            y[o] = epilogue(acc, p.a_scale[r], p.w_scale, p.bias, o);
+            y[o] = epilogue(acc, p.a_scale[r], p, rs, o);
         }
     }
     return true;
@@ -88,10 +93,14 @@ struct ukernel_args {
     int64_t         k4n;      // k4 steps in this block
     float *         y;        // first row / channel of the tile
     int64_t         ldy;
+    int32_t *       part;     // where partial sums wait between k-blocks (y or a separate buffer)
+    int64_t         ldp;
     const int32_t * rowsum;   // first row
     const float *   sx;       // first row
     const float *   ws;       // first channel or NULL
     const float *   bias;     // first channel or NULL
+    const float *   gate;     // first channel or NULL
+    const float *   res;      // first row / channel or NULL; row stride ldy
     __mmask16       last_mask; // valid lanes of the last vector
     bool            first, last;
 };
@@ -178,8 +187,13 @@ template <int R, int V> SD_VNNI_TARGET void ukernel(const ukernel_args & u) {
         for (int v = 0; v < V; ++v) {
             const __mmask16 m = v == V - 1 ? u.last_mask : (__mmask16) 0xffff;
             acc[r][v] = u.first ? _mm512_set1_epi32(-128 * u.rowsum[r])
-                                : _mm512_maskz_loadu_epi32(m, u.y + r * u.ldy + 16 * v);
+                                : _mm512_maskz_loadu_epi32(m, u.part + r * u.ldp + 16 * v);
         }
+    }
+    // the epilogue's residual lines arrive while the k loop runs instead of stalling it afterwards
+    if (u.last && u.res) {
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < V; ++v) _mm_prefetch((const char *) (u.res + r * u.ldy + 16 * v), _MM_HINT_T0);
     }
     kloop<R, V>::run(acc, u.a, u.lda, u.w, u.k4n);
     for (int r = 0; r < R; ++r) {
@@ -188,12 +202,15 @@ template <int R, int V> SD_VNNI_TARGET void ukernel(const ukernel_args & u) {
             const __mmask16 m = v == V - 1 ? u.last_mask : (__mmask16) 0xffff;
             float *         y = u.y + r * u.ldy + 16 * v;
             if (!u.last) {
-                _mm512_mask_storeu_epi32(y, m, acc[r][v]);
+                _mm512_mask_storeu_epi32(u.part + r * u.ldp + 16 * v, m, acc[r][v]);
                 continue;
             }
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), sx);
             if (u.ws) f = _mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, u.ws + 16 * v));
             if (u.bias) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(m, u.bias + 16 * v));
+            if (u.gate) f = _mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, u.gate + 16 * v));
+            // read before the store below: res may be y itself
+            if (u.res) f = _mm512_add_ps(_mm512_maskz_loadu_ps(m, u.res + r * u.ldy + 16 * v), f);
             _mm512_mask_storeu_ps(y, m, f);
         }
     }
@@ -272,7 +289,7 @@ void unit_scalar(const gemm_problem & p, int64_t r0, int64_t r1, int64_t n0, int
             const int8_t * w   = p.w + o * p.K;
             int32_t        acc = 0;
             for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
-            p.y[r * p.N + o] = epilogue(acc, p.a_scale[r], p.w_scale, p.bias, o);
+            p.y[r * p.N + o] = epilogue(acc, p.a_scale[r], p, p.residual ? p.residual + r * p.N : nullptr, o);
         }
     }
 }
@@ -320,10 +337,14 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
                 a.k4n       = (k1 - k0) / 4;
                 a.y         = p.y + r * p.N + n0;
                 a.ldy       = p.N;
+                a.part      = p.partial ? p.partial + r * p.N + n0 : (int32_t *) a.y;
+                a.ldp       = p.N;
                 a.rowsum    = p.a_rowsum + r;
                 a.sx        = p.a_scale + r;
                 a.ws        = p.w_scale ? p.w_scale + n0 : nullptr;
                 a.bias      = p.bias ? p.bias + n0 : nullptr;
+                a.gate      = p.gate ? p.gate + n0 : nullptr;
+                a.res       = p.residual ? p.residual + r * p.N + n0 : nullptr;
                 a.last_mask = (__mmask16) (rem >= 16 ? 0xffffu : ((1u << rem) - 1));
                 a.first     = k0 == 0;
                 a.last      = k1 == K4;

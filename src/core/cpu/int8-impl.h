@@ -54,6 +54,8 @@ void  rotate_group_portable(float * v, int group);
 
 // ---------------------------------------------------------------------------------------------
 // GEMM: y[r, o] = ((float(acc) * a_scale[r]) * w_scale[o]) + bias[o], acc = sum_k a[r,k] w[o,k]
+// Optional epilogue extension (the Linear -> Mul(gate) -> Add(residual) fusion), each step
+// rounded separately like the native MUL and ADD: y = y * gate[o], then y = residual[r, o] + y.
 
 struct gemm_problem {
     const int8_t *  a        = nullptr; // rows x K, row stride lda bytes
@@ -64,6 +66,13 @@ struct gemm_problem {
     const float *   w_scale  = nullptr; // N or NULL
     const float *   bias     = nullptr; // N or NULL
     float *         y        = nullptr; // rows x N contiguous
+    const float *   gate     = nullptr; // N or NULL
+    // rows x N contiguous or NULL. It may be y itself (exact in-place: every element is read by
+    // the thread that then writes it, in the same epilogue step); no other overlap is allowed.
+    const float *   residual = nullptr;
+    // VNNI path, K split into k-blocks: rows x N int32 partial sums (so y, which may hold the
+    // residual, is written only by the last k-block); NULL = keep them in y.
+    int32_t *       partial  = nullptr;
     int64_t         rows = 0, K = 0, N = 0;
     // VNNI path: work units are claimed from this counter (starting at 0) when set, so a thread
     // that loses its core to another process does not hold up the others; NULL = static split.

@@ -6,10 +6,17 @@
 // changed between executions is never used stale; it costs one pass over N*K bytes.
 // Outputs overlapping an input: every input read by the GEMM phase is first quantized or copied
 // into the workspace when its bytes overlap the output, so the output may alias anything.
+//
+// Fusion sd.cpu.linear_i8_gate_residual: sd.linear_i8.v1 -> MUL(., gate[N]) -> ADD(residual, .)
+// (the Krea2 block's wo and mlp_down epilogues; also without the MUL) runs as the linear with
+// its epilogue extended, so the linear's output and the product are never written. An output
+// that is exactly the residual's storage is updated in place (each element is read by the
+// thread that writes it, in the last k-block's epilogue); any other overlap copies the residual.
 
 #include "int8.h"
 
 #include "../ggml_extensions.h"
+#include "cpu_kernels.h"
 #include "ggml-cpu.h"
 #include "int8-impl.h"
 
@@ -214,8 +221,10 @@ struct linear_state {
     path    p;
     int     kind, group;
     int64_t K, N, rows, K4;
-    // workspace layout (byte offsets)
-    size_t off_act, off_scale, off_rowsum, off_wcopy, off_wscale, off_bias, total;
+    bool    fused; // the gate / residual epilogue (off_gate, off_res valid)
+    // workspace layout (byte offsets); off_res holds either the residual's copy (output partly
+    // overlapping it) or the int32 partial sums (output exactly the residual)
+    size_t off_act, off_scale, off_rowsum, off_wcopy, off_wscale, off_bias, off_gate, off_res, total;
 };
 
 bool linear_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
@@ -250,8 +259,8 @@ bool linear_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
     }
 }
 
-ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
-    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+// node: the linear; fused: reserve the epilogue's gate and residual space too
+ggml_status linear_prepare_node(const ggml_tensor * node, bool fused, void ** state, size_t * ws) {
     sd_linear_i8_attrs  at{};
     ggml_ext_get_attrs(node, &at, sizeof(at));
     linear_state * st = new (std::nothrow) linear_state{};
@@ -270,10 +279,17 @@ ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, voi
     st->off_wcopy  = o; o = align64(o + (size_t) st->N * (size_t) st->K); // the weight, if the output overlaps it
     st->off_wscale = o; o = align64(o + sizeof(float) * (size_t) st->N);
     st->off_bias   = o; o = align64(o + sizeof(float) * (size_t) st->N);
+    st->fused      = fused;
+    st->off_gate   = o; o = fused ? align64(o + sizeof(float) * (size_t) st->N) : o;
+    st->off_res    = o; o = fused ? align64(o + sizeof(float) * (size_t) (st->rows * st->N)) : o;
     st->total      = o + 64; // room to align the base
     *state = st;
     *ws    = st->total;
     return GGML_STATUS_SUCCESS;
+}
+
+ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
+    return linear_prepare_node(nodes->nodes[nodes->n_nodes - 1], false, state, ws);
 }
 
 struct linear_task {
@@ -282,6 +298,10 @@ struct linear_task {
     bool                 act_to_ws;  // quantize / copy the activation into the workspace
     bool                 w_to_ws;    // copy the weight: the output overlaps it
     bool                 params_to_ws;
+    bool                 gate_to_ws; // the output overlaps the gate
+    bool                 res_to_ws;  // the output overlaps the residual other than exactly
+    const float *        gate_src = nullptr;
+    const float *        res_src  = nullptr;
     uint8_t *            ws;
     gemm_problem         g;
     abort_poll           stop;
@@ -334,6 +354,11 @@ void linear_phase1(int ith, int nth, void * data) {
         if (t->s.wscale) memcpy(t->ws + st.off_wscale, t->s.wscale->data, sizeof(float) * (size_t) st.N);
         if (t->s.bias) memcpy(t->ws + st.off_bias, t->s.bias->data, sizeof(float) * (size_t) st.N);
     }
+    if (ith == 0 && t->gate_to_ws) memcpy(t->ws + st.off_gate, t->gate_src, sizeof(float) * (size_t) st.N);
+    if (t->res_to_ws && r1 > r0) {
+        memcpy(t->ws + st.off_res + sizeof(float) * (size_t) (r0 * st.N), t->res_src + r0 * st.N,
+               sizeof(float) * (size_t) ((r1 - r0) * st.N));
+    }
 }
 
 void linear_phase2(int ith, int nth, void * data) {
@@ -342,12 +367,18 @@ void linear_phase2(int ith, int nth, void * data) {
     if (!ok) t->aborted = true;
 }
 
-ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void * state, void * ws, size_t ws_bytes,
-                           void *) {
+bool same_bytes(const ggml_tensor * a, const ggml_tensor * b) {
+    return a->data == b->data && ggml_nbytes(a) == ggml_nbytes(b);
+}
+
+// node: the linear; out: where the result goes (node itself, or the fused chain's last node, of
+// the linear's shape); gate / residual: the fused epilogue's operands or NULL.
+ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_tensor * out, const ggml_tensor * gate,
+                       const ggml_tensor * residual, void * state, void * ws, size_t ws_bytes) {
     const ggml_ext_cpu_parallel_v1 * svc = cpu_service();
     if (!svc || !ggml_backend_is_cpu(backend)) return GGML_STATUS_FAILED;
     const linear_state * st   = static_cast<linear_state *>(state);
-    ggml_tensor *        node = nodes->nodes[nodes->n_nodes - 1];
+    if ((gate || residual) && !st->fused) return GGML_STATUS_FAILED;
     sd_linear_i8_attrs   at{};
     ggml_ext_get_attrs(node, &at, sizeof(at));
     if (!ws || ws_bytes < st->total) return GGML_STATUS_FAILED;
@@ -367,10 +398,15 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     } else if (st->kind == SD_LINEAR_I8_INPUT_I8) {
         src_scale = (const float *) t.s.iscale->data;
     }
-    const bool act_overlap = overlaps(node, t.s.input) || (t.s.iscale && overlaps(node, t.s.iscale));
+    const bool act_overlap = overlaps(out, t.s.input) || (t.s.iscale && overlaps(out, t.s.iscale));
     t.act_to_ws    = st->kind == SD_LINEAR_I8_INPUT_F32 || act_overlap || (vnni && st->K4 != st->K);
-    t.w_to_ws      = overlaps(node, t.s.weight);
-    t.params_to_ws = (t.s.wscale && overlaps(node, t.s.wscale)) || (t.s.bias && overlaps(node, t.s.bias));
+    t.w_to_ws      = overlaps(out, t.s.weight);
+    t.params_to_ws = (t.s.wscale && overlaps(out, t.s.wscale)) || (t.s.bias && overlaps(out, t.s.bias));
+    t.gate_to_ws   = gate && overlaps(out, gate);
+    const bool res_inplace = residual && same_bytes(out, residual);
+    t.res_to_ws    = residual && !res_inplace && overlaps(out, residual);
+    t.gate_src     = gate ? (const float *) gate->data : nullptr;
+    t.res_src      = residual ? (const float *) residual->data : nullptr;
 
     gemm_problem & g = t.g;
     g.rows     = st->rows;
@@ -383,7 +419,11 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     g.w        = t.w_to_ws ? (const int8_t *) (t.ws + st->off_wcopy) : (const int8_t *) t.s.weight->data;
     g.w_scale  = t.s.wscale ? (t.params_to_ws ? (const float *) (t.ws + st->off_wscale) : (const float *) t.s.wscale->data) : nullptr;
     g.bias     = t.s.bias ? (t.params_to_ws ? (const float *) (t.ws + st->off_bias) : (const float *) t.s.bias->data) : nullptr;
-    g.y        = (float *) node->data;
+    g.y        = (float *) out->data;
+    g.gate     = gate ? (t.gate_to_ws ? (const float *) (t.ws + st->off_gate) : t.gate_src) : nullptr;
+    g.residual = residual ? (t.res_to_ws ? (const float *) (t.ws + st->off_res) : t.res_src) : nullptr;
+    // in place over the residual: partial sums must not pass through the output
+    g.partial  = res_inplace ? (int32_t *) (t.ws + st->off_res) : nullptr;
     g.next_unit = &t.next_unit;
 
     ggml_status s = svc->parallel_for(backend, linear_phase1, &t);
@@ -397,7 +437,91 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     return t.aborted ? GGML_STATUS_ABORTED : GGML_STATUS_SUCCESS;
 }
 
+ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void * state, void * ws, size_t ws_bytes,
+                           void *) {
+    ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    return linear_run(backend, node, node, nullptr, nullptr, state, ws, ws_bytes);
+}
+
 void destroy_linear(void * state, void *) { delete static_cast<linear_state *>(state); }
+
+// ---------------------------------------------------------------------------------------------
+// Fusion: sd.linear_i8.v1 -> MUL(., gate) -> ADD(residual, .), or sd.linear_i8.v1 -> ADD
+
+bool is_f32_like(const ggml_tensor * t, const ggml_tensor * shape) {
+    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_are_same_shape(t, shape);
+}
+
+// The operand of the binary node b that is not `chain` (NULL unless exactly one src is chain).
+const ggml_tensor * other_src(const ggml_tensor * b, const ggml_tensor * chain) {
+    if (!b->src[0] || !b->src[1] || b->src[2]) return nullptr;
+    if (b->src[0] == chain && b->src[1] != chain) return b->src[1];
+    if (b->src[1] == chain && b->src[0] != chain) return b->src[0];
+    return nullptr;
+}
+
+// The gate of MUL(lin, gate) / MUL(gate, lin) (IEEE products commute bitwise) when it is one F32
+// value per output channel broadcast over every row; NULL otherwise.
+const ggml_tensor * gate_of(const ggml_tensor * mul, const ggml_tensor * lin) {
+    if (mul->op != GGML_OP_MUL || !is_f32_like(mul, lin)) return nullptr;
+    const ggml_tensor * g = other_src(mul, lin);
+    if (!g || g->type != GGML_TYPE_F32 || !ggml_is_contiguous(g) || g->ne[0] != lin->ne[0] || g->ne[1] != 1 ||
+        g->ne[2] != 1 || g->ne[3] != 1)
+        return nullptr;
+    return g;
+}
+
+// The residual of ADD(residual, v) / ADD(v, residual): same shape as v, F32 and contiguous.
+const ggml_tensor * residual_of(const ggml_tensor * add, const ggml_tensor * v) {
+    if (add->op != GGML_OP_ADD || !is_f32_like(add, v)) return nullptr;
+    const ggml_tensor * r = other_src(add, v);
+    return r && is_f32_like(r, v) ? r : nullptr;
+}
+
+bool is_fusable_linear(const ggml_tensor * t) {
+    return ggml_ext_get_op(t) == sd_op_linear_i8() && linear_supports(nullptr, t, nullptr);
+}
+
+// Operands of a matched chain; the gate and residual are never nodes of the chain itself (the
+// linear's output and the product are not written by the fused kernel).
+struct epilogue_chain {
+    const ggml_tensor *lin = nullptr, *gate = nullptr, *residual = nullptr;
+};
+
+bool chain_of(const ggml_tensor * const * n, int count, epilogue_chain & c) {
+    c     = epilogue_chain{};
+    c.lin = n[0];
+    if (count == 3) {
+        c.gate = gate_of(n[1], n[0]);
+        if (!c.gate || c.gate == n[0]) return false;
+    }
+    c.residual = residual_of(n[count - 1], n[count - 2]);
+    return c.residual && c.residual != n[0] && c.residual != n[1];
+}
+
+int epilogue_match(ggml_backend_dev_t, const ggml_cgraph * graph, int first, void *) {
+    if (!sd_ggml_fusion_enabled()) return 0;
+    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
+    const int     n = ggml_graph_n_nodes(g);
+    if (first + 1 >= n || !is_fusable_linear(ggml_graph_node(g, first))) return 0;
+    const ggml_tensor * nodes[3] = {ggml_graph_node(g, first), ggml_graph_node(g, first + 1),
+                                    first + 2 < n ? ggml_graph_node(g, first + 2) : nullptr};
+    epilogue_chain c;
+    if (nodes[2] && chain_of(nodes, 3, c)) return 3;
+    return chain_of(nodes, 2, c) ? 2 : 0;
+}
+
+ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
+    return linear_prepare_node(nodes->nodes[0], true, state, ws);
+}
+
+ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void * state, void * ws, size_t ws_bytes,
+                             void *) {
+    epilogue_chain c;
+    if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    return linear_run(backend, c.lin, nodes->nodes[nodes->n_nodes - 1], c.gate, c.residual, state, ws, ws_bytes);
+}
 
 } // namespace
 
@@ -431,8 +555,17 @@ void sd_cpu_register_int8(ggml_backend_dev_t dev) {
     l.execute   = linear_execute;
     l.destroy   = destroy_linear;
 
+    ggml_ext_kernel_desc e{};
+    e.name    = SD_CPU_KERNEL_LINEAR_I8_GATE_RESIDUAL;
+    e.op      = GGML_OP_NONE; // fusion only
+    e.match   = epilogue_match;
+    e.prepare = epilogue_prepare;
+    e.execute = epilogue_execute;
+    e.destroy = destroy_linear;
+
     const bool ok_q = ggml_ext_register_kernel(dev, &q);
     const bool ok_l = ggml_ext_register_kernel(dev, &l);
-    if (!ok_q || !ok_l) fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
+    const bool ok_e = ggml_ext_register_kernel(dev, &e);
+    if (!ok_q || !ok_l || !ok_e) fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
     done.insert(dev);
 }
