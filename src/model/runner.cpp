@@ -35,6 +35,19 @@ bool runner::init(int threads, std::string & err) {
 
 namespace {
 
+// The sd fusion rules match while the scheduler allocates a graph: sets the model's choice for the
+// scope and restores the caller's setting after.
+class fusion_scope {
+  public:
+    explicit fusion_scope(bool on) : before_(sd_ggml_fusion_enabled()) { sd_ggml_set_fusion_enabled(on); }
+    ~fusion_scope() { sd_ggml_set_fusion_enabled(before_); }
+    fusion_scope(const fusion_scope &)             = delete;
+    fusion_scope & operator=(const fusion_scope &) = delete;
+
+  private:
+    bool before_;
+};
+
 struct block_graph {
     ggml_context * ctx = nullptr;
     ggml_cgraph *  gf  = nullptr;
@@ -68,13 +81,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
     r.out                         = x;
     r.block_s.clear();
     r.total_s = 0;
-    // the sd fusion rules match while the scheduler allocates; restore the caller's setting after
-    const bool fusion_before = sd_ggml_fusion_enabled();
-    sd_ggml_set_fusion_enabled(o.fusion);
-    struct restore {
-        bool on;
-        ~restore() { sd_ggml_set_fusion_enabled(on); }
-    } restore_fusion{fusion_before};
+    const fusion_scope fusion(o.fusion);
     for (int i = 0; i < c.blocks; ++i) {
         block_graph g;
         if (!make_graph(m, o, i, g, err)) return false;
@@ -105,12 +112,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
 }
 
 bool runner::plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err) {
-    const bool fusion_before = sd_ggml_fusion_enabled();
-    sd_ggml_set_fusion_enabled(o.fusion);
-    struct restore {
-        bool on;
-        ~restore() { sd_ggml_set_fusion_enabled(on); }
-    } restore_fusion{fusion_before};
+    const fusion_scope fusion(o.fusion);
     block_graph g;
     if (!make_graph(m, o, blk, g, err)) return false;
     ggml_backend_sched_reset(sched_);

@@ -16,6 +16,7 @@
 // refuses the move unless it is provably safe); the match then sees three consecutive nodes.
 
 #include "cpu_kernels.h"
+#include "storage-overlap.h"
 #include "int8-impl.h"
 
 #include "../ggml_extensions.h"
@@ -39,27 +40,10 @@ struct rule_ctx {
     const ggml_ext_cpu_unary_v1 *    unary; // required
 };
 
-int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
-
-bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
-    if (a == nullptr || b == nullptr || a->data == nullptr || b->data == nullptr) return false;
-    const char * pa = (const char *) a->data;
-    const char * pb = (const char *) b->data;
-    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
-}
-
-// Same rule as rope.cpp: a fresh output allocation (no address yet, not a view) never lands on
-// a fused step's inputs (the allocator does not place CUSTOM nodes in place, and the
-// scheduler keeps external inputs alive through the last node); otherwise reserve scratch
-// unless the addresses are known not to overlap.
-bool output_may_overlap(const ggml_tensor * out, const ggml_tensor * const * inputs, int n) {
-    if (out->data == nullptr) return out->view_src != nullptr;
-    for (int i = 0; i < n; ++i) {
-        if (inputs[i]->data == nullptr || overlaps(out, inputs[i])) return true;
-    }
-    return false;
-}
+using sd_cpu::output_may_overlap;
+using sd_cpu::overlaps;
+using sd_int8::packed_ne1;
+using sd_int8::rows_of;
 
 bool f32_rows(const ggml_tensor * t) { return t != nullptr && t->type == GGML_TYPE_F32 && t->nb[0] == sizeof(float); }
 

@@ -80,6 +80,11 @@ struct gemm_problem {
 };
 
 inline int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+// Rows of a tensor whose rows run along ne0.
+inline int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+// ne1 of a packed ConvRot activation (I8 [K, ne1]): pad4(rows) quantized rows, then the F32 row
+// scales in whole K-byte rows.
+inline int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
 
 // Each thread ith of nth computes its share; returns false if aborted.
 bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop);

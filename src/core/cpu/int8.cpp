@@ -19,6 +19,7 @@
 #include "cpu_kernels.h"
 #include "ggml-cpu.h"
 #include "int8-impl.h"
+#include "storage-overlap.h"
 
 #include <algorithm>
 #include <atomic>
@@ -100,16 +101,9 @@ const ggml_ext_cpu_parallel_v1 * cpu_service() {
 
 constexpr int64_t MAX_K = 131072; // |sum| <= K * 128 * 128 < 2^31: the int32 sum is exact
 
-int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
 size_t  align64(size_t x) { return (x + 63) & ~(size_t) 63; }
 
-bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
-    if (!a || !b || !a->data || !b->data) return false;
-    const char * a0 = (const char *) a->data;
-    const char * b0 = (const char *) b->data;
-    return a0 < b0 + ggml_nbytes(b) && b0 < a0 + ggml_nbytes(a);
-}
+using sd_cpu::overlaps;
 
 bool is_f32_vec(const ggml_tensor * t, int64_t n) {
     return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n;

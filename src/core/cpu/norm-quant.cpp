@@ -18,6 +18,7 @@
 // defines the NaN row (zeros, NaN scale) independently of NaN payloads.
 
 #include "cpu_kernels.h"
+#include "storage-overlap.h"
 #include "int8-impl.h"
 #include "rms-norm-cpu.h"
 
@@ -36,9 +37,9 @@ namespace {
 
 using sd_int8::pad_up;
 
-int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+using sd_int8::rows_of;
 // the packed quantizer output's ne1 (ggml_extensions.h, sd_quantize_i8_attrs)
-int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
+using sd_int8::packed_ne1;
 
 // ---------------------------------------------------------------------------------------------
 // Matching
@@ -138,22 +139,8 @@ struct nq_state {
     int           group;
 };
 
-bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
-    if (a == nullptr || b == nullptr || a->data == nullptr || b->data == nullptr) return false;
-    const char * pa = (const char *) a->data;
-    const char * pb = (const char *) b->data;
-    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
-}
-
-// Same policy as rope.cpp: a fresh output allocation is never placed over the step's external
-// inputs (they stay alive through its last node); a pre-allocated or view output might be.
-bool output_may_overlap(const ggml_tensor * out, const ggml_tensor * const * inputs, int n) {
-    if (out->data == nullptr) return out->view_src != nullptr;
-    for (int i = 0; i < n; ++i) {
-        if (inputs[i] != nullptr && (inputs[i]->data == nullptr || overlaps(out, inputs[i]))) return true;
-    }
-    return false;
-}
+using sd_cpu::output_may_overlap;
+using sd_cpu::overlaps;
 
 int operands(const chain & c, const ggml_tensor * inputs[4]) {
     inputs[0] = c.x;

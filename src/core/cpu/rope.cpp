@@ -9,6 +9,7 @@
 // weight multiply. See rms-norm-cpu.h.
 
 #include "cpu_kernels.h"
+#include "storage-overlap.h"
 #include "rms-norm-cpu.h"
 
 #include "../ggml_extensions.h"
@@ -162,24 +163,8 @@ void rope_task(int ith, int nth, void * data) {
     }
 }
 
-bool overlaps(const ggml_tensor * a, const ggml_tensor * b) {
-    if (a == nullptr || b == nullptr || a->data == nullptr || b->data == nullptr) return false;
-    const char * pa = (const char *) a->data;
-    const char * pb = (const char *) b->data;
-    return pa < pb + ggml_nbytes(b) && pb < pa + ggml_nbytes(a);
-}
-
-// The output is a fresh allocation (no address yet, not a view): the allocator never places a
-// GGML_OP_CUSTOM node over its inputs, and the scheduler keeps a fused step's external inputs
-// alive through its last node, so no scratch is needed. Otherwise (pre-allocated or view
-// output) reserve scratch unless the addresses are known not to overlap.
-bool output_may_overlap(const ggml_tensor * out, const ggml_tensor * const * inputs, int n) {
-    if (out->data == nullptr) return out->view_src != nullptr;
-    for (int i = 0; i < n; ++i) {
-        if (inputs[i]->data == nullptr || overlaps(out, inputs[i])) return true;
-    }
-    return false;
-}
+using sd_cpu::output_may_overlap;
+using sd_cpu::overlaps;
 
 // user_data of both registrations: the CPU backend's static service table (or NULL)
 const ggml_ext_cpu_parallel_v1 * service_of(void * user_data) {
