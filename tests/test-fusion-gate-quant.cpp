@@ -10,6 +10,7 @@
 
 #include "cpu/cpu_kernels.h"
 #include "ggml_extensions.h"
+#include "support/sd-fusion-test.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -30,19 +31,12 @@
 
 namespace {
 
+using backend_holder = sd_fusion_test::cpu_backend;
+using sd_fusion_test::expect_bitwise_equal;
+using sd_fusion_test::fusion_scope;
+
 // ---------------------------------------------------------------------------------------------
 // Environment
-
-struct backend_holder {
-    ggml_backend_t b = nullptr;
-    backend_holder(int n_threads, bool use_ref) {
-        EXPECT_TRUE(sd_ggml_register_extensions());
-        b = ggml_backend_cpu_init();
-        ggml_backend_cpu_set_n_threads(b, n_threads);
-        ggml_backend_cpu_set_use_ref(b, use_ref);
-    }
-    ~backend_holder() { ggml_backend_free(b); }
-};
 
 const ggml_ext_cpu_unary_v1 * unary_service() {
     EXPECT_TRUE(sd_ggml_register_extensions());
@@ -50,18 +44,9 @@ const ggml_ext_cpu_unary_v1 * unary_service() {
                                                                              GGML_EXT_CPU_UNARY_V1);
 }
 
-// Restores fusion on scope exit (tests switch it off for the reference runs).
-struct fusion_scope {
-    explicit fusion_scope(bool on) { sd_ggml_set_fusion_enabled(on); }
-    ~fusion_scope() { sd_ggml_set_fusion_enabled(true); }
-};
-
+// Wider than the norm tests' default range: the activations' saturation is reached.
 std::vector<float> random_values(const std::string & name, int64_t n, float lo = -4.0f, float hi = 4.0f) {
-    std::mt19937                          rng((uint32_t) std::hash<std::string>()(name));
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float>                    v((size_t) n);
-    for (float & x : v) x = dist(rng);
-    return v;
+    return sd_fusion_test::random_values(name, n, lo, hi);
 }
 
 // Values that exercise the activations' special cases: saturation, ±0, ±inf, NaN, subnormals.
@@ -76,16 +61,6 @@ std::vector<float> special_values(int64_t n) {
     for (int64_t i = 0; i < n; i += 3) v[(size_t) i] = (i / 3) % 11 == 5 ? ((i / 3) % 2 ? inf : -inf) : k_specials[(i / 3) % ns];
     if (n > 7) v[7] = nan;
     return v;
-}
-
-void expect_bitwise_equal_f32(const std::vector<float> & a, const std::vector<float> & b, const std::string & what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t i = 0; i < a.size(); ++i) {
-        uint32_t ua, ub;
-        memcpy(&ua, &a[i], 4);
-        memcpy(&ub, &b[i], 4);
-        ASSERT_EQ(ua, ub) << what << ": element " << i << ": " << a[i] << " vs " << b[i];
-    }
 }
 
 void expect_bytes_equal(const std::vector<uint8_t> & a, const std::vector<uint8_t> & b, const std::string & what) {
@@ -134,21 +109,21 @@ TEST(CpuUnaryService, apply_equals_unary_node_bitwise) {
                 for (int64_t r = 0; r < rows; ++r) {
                     ASSERT_TRUE(svc->apply_f32(bh.b, op, n, x.data() + r * n, got.data() + r * n));
                 }
-                expect_bitwise_equal_f32(got, want, what + " per row");
+                expect_bitwise_equal(got, want, what + " per row");
                 // one call over all rows and one from an odd start: an element's result does not
                 // depend on its position (lane-wise math, masked tails)
                 std::fill(got.begin(), got.end(), 7.0f);
                 ASSERT_TRUE(svc->apply_f32(bh.b, op, n * rows, x.data(), got.data()));
-                expect_bitwise_equal_f32(got, want, what + " whole buffer");
+                expect_bitwise_equal(got, want, what + " whole buffer");
                 if (n * rows > 3) {
                     std::vector<float> part(x.size() - 3);
                     ASSERT_TRUE(svc->apply_f32(bh.b, op, (int64_t) part.size(), x.data() + 3, part.data()));
-                    expect_bitwise_equal_f32(part, std::vector<float>(want.begin() + 3, want.end()), what + " offset 3");
+                    expect_bitwise_equal(part, std::vector<float>(want.begin() + 3, want.end()), what + " offset 3");
                 }
                 // in place
                 std::vector<float> io = x;
                 ASSERT_TRUE(svc->apply_f32(bh.b, op, n * rows, io.data(), io.data()));
-                expect_bitwise_equal_f32(io, want, what + " in place");
+                expect_bitwise_equal(io, want, what + " in place");
             }
         }
     }
@@ -164,8 +139,8 @@ TEST(CpuUnaryService, fast_and_portable_kernels_are_both_reached) {
     std::vector<float>       a(x.size()), b(x.size());
     ASSERT_TRUE(svc->apply_f32(fast.b, GGML_UNARY_OP_SILU, (int64_t) x.size(), x.data(), a.data()));
     ASSERT_TRUE(svc->apply_f32(ref.b, GGML_UNARY_OP_SILU, (int64_t) x.size(), x.data(), b.data()));
-    expect_bitwise_equal_f32(b, unary_node(ref.b, GGML_UNARY_OP_SILU, x, (int64_t) x.size(), 1), "portable");
-    expect_bitwise_equal_f32(a, unary_node(fast.b, GGML_UNARY_OP_SILU, x, (int64_t) x.size(), 1), "fast");
+    expect_bitwise_equal(b, unary_node(ref.b, GGML_UNARY_OP_SILU, x, (int64_t) x.size(), 1), "portable");
+    expect_bitwise_equal(a, unary_node(fast.b, GGML_UNARY_OP_SILU, x, (int64_t) x.size(), 1), "fast");
     int differ = 0;
     for (size_t i = 0; i < x.size(); ++i) differ += memcmp(&a[i], &b[i], 4) != 0;
     RecordProperty("fast_vs_portable_differing_elements", differ);
@@ -211,9 +186,8 @@ struct gate_case {
 // What else the graph contains (rejection cases)
 enum class variant { plain, u_consumed, mul_consumed, mul_output, broadcast, gelu, u_times_u, crossed_writer };
 
-struct gate_graph {
-    ggml_context *             ctx = nullptr;
-    ggml_cgraph *              gf  = nullptr;
+struct gate_graph : sd_fusion_test::graph_base {
+    gate_case                  c;
     std::vector<ggml_tensor *> inputs;
     ggml_tensor *              u = nullptr, *mul = nullptr, *q = nullptr, *extra = nullptr;
 
@@ -225,11 +199,7 @@ struct gate_graph {
         return t;
     }
 
-    gate_graph(const gate_case & c, variant v = variant::plain) {
-        ggml_init_params p{ggml_tensor_overhead() * 64 + ggml_graph_overhead(), nullptr, true};
-        ctx = ggml_init(p);
-        gf  = ggml_new_graph(ctx);
-
+    gate_graph(const gate_case & gc, variant v = variant::plain) : graph_base(64), c(gc) {
         const int64_t wide = c.strided ? c.K + 5 : c.K;
         ggml_tensor * g    = input("g", wide, c.ne1, c.ne2);
         ggml_tensor * o    = input("o", wide, v == variant::broadcast ? 1 : c.ne1, c.ne2);
@@ -267,8 +237,6 @@ struct gate_graph {
             ggml_build_forward_expand(gf, extra);
         }
     }
-    ~gate_graph() { ggml_free(ctx); }
-
     // Non-finite values in some rows only (so the others show that they stay exact): g row 1
     // holds a NaN, o row 3 an inf; g row 5 saturates the activation (±100, ±1e30, ±0,
     // subnormals) but stays finite after the product.
@@ -284,7 +252,7 @@ struct gate_graph {
         }
     }
 
-    void fill(const gate_case & c) {
+    void fill() {
         for (ggml_tensor * t : inputs) {
             if (t->buffer == nullptr) continue; // not part of this variant's graph
             std::vector<float> v = random_values(std::string(t->name) + c.name(), ggml_nelements(t));
@@ -303,36 +271,11 @@ std::vector<uint8_t> get_bytes(const ggml_tensor * t) {
     return v;
 }
 
-struct sched_run {
-    ggml_backend_sched_t sched = nullptr;
-    explicit sched_run(ggml_backend_t b) {
-        ggml_backend_t             backends[1] = {b};
-        ggml_backend_buffer_type_t bufts[1]    = {ggml_backend_cpu_buffer_type()};
-        sched = ggml_backend_sched_new(backends, bufts, 1, 2048, false, false);
-    }
-    ~sched_run() { ggml_backend_sched_free(sched); }
-
-    void compute(gate_graph & g, const gate_case & c) {
-        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g.gf));
-        g.fill(c);
-        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g.gf), GGML_STATUS_SUCCESS);
-    }
-    // the fused step of either gate rule, if the plan has one
-    bool fused_step(const char * kernel, ggml_ext_step_info * info = nullptr) {
-        for (int i = 0; i < ggml_ext_sched_n_steps(sched); ++i) {
-            ggml_ext_step_info s;
-            if (!ggml_ext_sched_get_step(sched, i, &s) || !s.kernel) continue;
-            if (strcmp(s.kernel, SD_CPU_KERNEL_SIGMOID_MUL_QUANTIZE) == 0 ||
-                strcmp(s.kernel, SD_CPU_KERNEL_SWIGLU_QUANTIZE) == 0) {
-                EXPECT_STREQ(s.kernel, kernel);
-                EXPECT_TRUE(s.fused);
-                EXPECT_EQ(s.n_nodes, 3);
-                if (info) *info = s;
-                return true;
-            }
-        }
-        return false;
-    }
+// The scheduler that knows both gate rules' 3-node steps (fused_step(kernel) names the one
+// expected, so picking the other rule fails).
+struct sched_run : sd_fusion_test::sched_run {
+    explicit sched_run(ggml_backend_t b) :
+        sd_fusion_test::sched_run(b, {SD_CPU_KERNEL_SIGMOID_MUL_QUANTIZE, SD_CPU_KERNEL_SWIGLU_QUANTIZE}, 3) {}
 };
 
 struct run_result {
@@ -346,7 +289,7 @@ run_result run(const gate_case & c, ggml_backend_t b, bool fusion, variant v = v
     gate_graph   g(c, v);
     sched_run    s(b);
     run_result   r;
-    s.compute(g, c);
+    s.compute(g);
     r.q     = get_bytes(g.q);
     r.fused = s.fused_step(kernel_of(c.r));
     if (g.extra) {
@@ -466,7 +409,7 @@ TEST(GateQuantFusion, rejects_chains_it_does_not_compute) {
             run_result        got  = run(c, bh.b, true, vs[i]);
             EXPECT_FALSE(got.fused) << what;
             expect_bytes_equal(got.q, ref.q, what);
-            expect_bitwise_equal_f32(got.extra, ref.extra, what + " (extra output)");
+            expect_bitwise_equal(got.extra, ref.extra, what + " (extra output)");
         }
     }
 }
@@ -502,7 +445,7 @@ TEST(GateQuantFusion, output_overlapping_input_uses_scratch) {
             ASSERT_EQ(ggml_backend_tensor_alloc(buf, g.q, base + 64), GGML_STATUS_SUCCESS);
             {
                 sched_run s(bh.b);
-                s.compute(g, c);
+                s.compute(g);
                 ggml_ext_step_info info{};
                 EXPECT_TRUE(s.fused_step(kernel_of(r), &info)) << c.name();
                 EXPECT_GE(info.workspace_bytes, ggml_nbytes(g.q)) << "overlap known at prepare: scratch requested";
@@ -523,7 +466,7 @@ TEST(GateQuantFusion, abort_callback_stops_the_fused_step) {
         sched_run       s(bh.b);
         ASSERT_TRUE(ggml_backend_sched_alloc_graph(s.sched, g.gf));
         ASSERT_TRUE(s.fused_step(kernel_of(r)));
-        g.fill(c);
+        g.fill();
         ggml_backend_cpu_set_abort_callback(bh.b, always_abort, nullptr);
         EXPECT_EQ(ggml_backend_sched_graph_compute(s.sched, g.gf), GGML_STATUS_ABORTED);
         ggml_backend_cpu_set_abort_callback(bh.b, nullptr, nullptr);

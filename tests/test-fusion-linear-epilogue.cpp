@@ -14,6 +14,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/int8-impl.h"
 #include "ggml_extensions.h"
+#include "support/sd-fusion-test.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -37,72 +38,40 @@ using sd_int8::path;
 // ---------------------------------------------------------------------------------------------
 // Environment
 
-struct backend_holder {
-    ggml_backend_t be = nullptr;
-    explicit backend_holder(int n_threads, bool use_ref = false) {
-        EXPECT_TRUE(sd_ggml_register_extensions());
-        be = ggml_backend_cpu_init();
-        ggml_backend_cpu_set_n_threads(be, n_threads);
-        if (use_ref) ggml_backend_cpu_set_use_ref(be, true);
-    }
-    ~backend_holder() { ggml_backend_free(be); }
-};
-
-struct path_scope {
-    explicit path_scope(path p) { sd_int8::set_path_override(p); }
-    ~path_scope() { sd_int8::set_path_override(path::automatic); }
-};
+using backend_holder = sd_fusion_test::cpu_backend;
+using sd_fusion_test::expect_bitwise_equal;
+using sd_fusion_test::fusion_scope;
+using sd_fusion_test::get_f32;
+using sd_fusion_test::path_scope;
 
 std::vector<path> test_paths() {
-    std::vector<path> p = {path::portable};
-    if (sd_int8::path_available(path::vnni)) p.push_back(path::vnni);
-    return p;
+    return sd_fusion_test::available_paths({path::portable, path::vnni});
 }
-
-struct fusion_scope {
-    explicit fusion_scope(bool on) { sd_ggml_set_fusion_enabled(on); }
-    ~fusion_scope() { sd_ggml_set_fusion_enabled(true); }
-};
 
 // ---------------------------------------------------------------------------------------------
 // Inputs: values are generated from the tensor's name, so two graphs built alike get the same
 // data; inputs are never read back (the allocator may reuse consumed memory).
 
-enum class fill { normal, positive, int8 };
+enum class fill_kind { normal, positive, int8 };
 
-struct graph_env {
-    ggml_context *                                         ctx = nullptr;
-    ggml_cgraph *                                          gf  = nullptr;
-    std::vector<std::pair<ggml_tensor *, fill>>            inputs;
+struct graph_env : sd_fusion_test::graph_base {
+    std::vector<std::pair<ggml_tensor *, fill_kind>>        inputs;
     std::function<void(const char *, std::vector<float> &)> tweak; // e.g. NaN rows
 
-    graph_env() {
-        ggml_init_params p{ggml_tensor_overhead() * 256 + ggml_graph_overhead_custom(512, false), nullptr, true};
-        ctx = ggml_init(p);
-    }
-    ~graph_env() { ggml_free(ctx); }
-
-    ggml_tensor * input(const char * name, ggml_type type, fill f, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+    ggml_tensor * input(const char * name, ggml_type type, fill_kind f, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
         ggml_tensor * t = ggml_new_tensor_3d(ctx, type, ne0, ne1, ne2);
         ggml_set_name(t, name);
         ggml_set_input(t);
         inputs.emplace_back(t, f);
         return t;
     }
-    void build(const std::vector<ggml_tensor *> & outs) {
-        gf = ggml_new_graph_custom(ctx, 512, false);
-        for (ggml_tensor * o : outs) {
-            ggml_set_output(o);
-            ggml_build_forward_expand(gf, o);
-        }
-    }
-    void fill_inputs() {
+    void fill() {
         for (auto & in : inputs) {
             ggml_tensor * t = in.first;
             if (!t->buffer) continue; // created but not used by this graph's variant
             std::mt19937  rng((uint32_t) std::hash<std::string>()(t->name));
             const int64_t n = ggml_nelements(t);
-            if (in.second == fill::int8) {
+            if (in.second == fill_kind::int8) {
                 std::uniform_int_distribution<int> d(-127, 127);
                 std::vector<int8_t>                v((size_t) n);
                 for (auto & x : v) x = (int8_t) d(rng);
@@ -110,7 +79,7 @@ struct graph_env {
                 continue;
             }
             std::vector<float> v((size_t) n);
-            if (in.second == fill::positive) {
+            if (in.second == fill_kind::positive) {
                 std::uniform_real_distribution<float> d(0.001f, 0.05f);
                 for (auto & x : v) x = d(rng);
             } else {
@@ -123,49 +92,9 @@ struct graph_env {
     }
 };
 
-std::vector<float> get_f32(const ggml_tensor * t) {
-    std::vector<float> v((size_t) ggml_nelements(t));
-    ggml_backend_tensor_get(t, v.data(), 0, ggml_nbytes(t));
-    return v;
-}
-
-void expect_bitwise_equal(const std::vector<float> & a, const std::vector<float> & b, const char * what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t i = 0; i < a.size(); ++i) {
-        uint32_t ua, ub;
-        memcpy(&ua, &a[i], 4);
-        memcpy(&ub, &b[i], 4);
-        ASSERT_EQ(ua, ub) << what << ": element " << i << ": " << a[i] << " vs " << b[i];
-    }
-}
-
-struct sched_run {
-    ggml_backend_sched_t sched = nullptr;
-    explicit sched_run(ggml_backend_t b) {
-        ggml_backend_t             backends[1] = {b};
-        ggml_backend_buffer_type_t bufts[1]    = {ggml_backend_cpu_buffer_type()};
-        sched = ggml_backend_sched_new(backends, bufts, 1, 512, false, false);
-    }
-    ~sched_run() { ggml_backend_sched_free(sched); }
-
-    void compute(graph_env & g) {
-        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g.gf));
-        g.fill_inputs();
-        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g.gf), GGML_STATUS_SUCCESS);
-    }
-    // the rule's fused step, if the plan has one
-    bool fused_step(ggml_ext_step_info * info = nullptr) {
-        for (int i = 0; i < ggml_ext_sched_n_steps(sched); ++i) {
-            ggml_ext_step_info s;
-            if (!ggml_ext_sched_get_step(sched, i, &s)) continue;
-            if (s.kernel && strcmp(s.kernel, SD_CPU_KERNEL_LINEAR_I8_GATE_RESIDUAL) == 0) {
-                EXPECT_TRUE(s.fused);
-                if (info) *info = s;
-                return true;
-            }
-        }
-        return false;
-    }
+// The scheduler that knows this rule's step.
+struct sched_run : sd_fusion_test::sched_run {
+    explicit sched_run(ggml_backend_t b) : sd_fusion_test::sched_run(b, {SD_CPU_KERNEL_LINEAR_I8_GATE_RESIDUAL}) {}
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -205,15 +134,15 @@ struct chain_graph {
 
     chain_graph(const chain_case & c, shape s) {
         ggml_context * ctx = g.ctx;
-        ggml_tensor *  w   = g.input("w", GGML_TYPE_I8, fill::int8, c.K, c.N);
-        ggml_tensor *  ws  = c.has_ws ? g.input("ws", GGML_TYPE_F32, fill::positive, c.N) : nullptr;
-        ggml_tensor *  b   = c.has_b ? g.input("b", GGML_TYPE_F32, fill::normal, c.N) : nullptr;
+        ggml_tensor *  w   = g.input("w", GGML_TYPE_I8, fill_kind::int8, c.K, c.N);
+        ggml_tensor *  ws  = c.has_ws ? g.input("ws", GGML_TYPE_F32, fill_kind::positive, c.N) : nullptr;
+        ggml_tensor *  b   = c.has_b ? g.input("b", GGML_TYPE_F32, fill_kind::normal, c.N) : nullptr;
         ggml_tensor *  xs  = nullptr, *in = nullptr;
         if (c.kind == K_I8) {
-            in = g.input("xi", GGML_TYPE_I8, fill::int8, c.K, c.rows);
-            xs = g.input("xs", GGML_TYPE_F32, fill::positive, c.rows);
+            in = g.input("xi", GGML_TYPE_I8, fill_kind::int8, c.K, c.rows);
+            xs = g.input("xs", GGML_TYPE_F32, fill_kind::positive, c.rows);
         } else {
-            ggml_tensor * x = g.input("x", GGML_TYPE_F32, fill::normal, c.K, c.rows);
+            ggml_tensor * x = g.input("x", GGML_TYPE_F32, fill_kind::normal, c.K, c.rows);
             in              = c.kind == K_PACKED ? ggml_quantize_i8_convrot(ctx, x, c.group <= 1 ? 1 : c.group) : x;
             EXPECT_NE(in, nullptr) << ggml_ext_last_error();
         }
@@ -222,14 +151,14 @@ struct chain_graph {
         if (!lin) return;
         switch (s) {
             case shape::no_gate: break;
-            case shape::gate_1d: gate = g.input("gate", GGML_TYPE_F32, fill::normal, c.N); break;
-            case shape::gate_full: gate = g.input("gate_full", GGML_TYPE_F32, fill::normal, c.N, c.rows); break;
-            case shape::gate_rows: gate = g.input("gate_rows", GGML_TYPE_F32, fill::normal, 1, c.rows); break;
+            case shape::gate_1d: gate = g.input("gate", GGML_TYPE_F32, fill_kind::normal, c.N); break;
+            case shape::gate_full: gate = g.input("gate_full", GGML_TYPE_F32, fill_kind::normal, c.N, c.rows); break;
+            case shape::gate_rows: gate = g.input("gate_rows", GGML_TYPE_F32, fill_kind::normal, 1, c.rows); break;
             case shape::gate_is_lin: gate = lin; break;
-            default: gate = g.input("gate", GGML_TYPE_F32, fill::normal, c.N, 1, 1); break;
+            default: gate = g.input("gate", GGML_TYPE_F32, fill_kind::normal, c.N, 1, 1); break;
         }
-        res = s == shape::residual_bcast ? g.input("res_b", GGML_TYPE_F32, fill::normal, c.N)
-                                         : g.input("res", GGML_TYPE_F32, fill::normal, c.N, c.rows);
+        res = s == shape::residual_bcast ? g.input("res_b", GGML_TYPE_F32, fill_kind::normal, c.N)
+                                         : g.input("res", GGML_TYPE_F32, fill_kind::normal, c.N, c.rows);
         if (s == shape::no_gate) {
             out = ggml_add(ctx, res, lin);
             return;
@@ -299,7 +228,7 @@ TEST(LinearGateResidualFusion, fused_equals_unfused_chain) {
             path_scope ps(p);
             for (const chain_case & c : cases()) {
                 SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " threads=" + std::to_string(nt) + " " + case_name(c));
-                check_case(c, shape::gate_3d, bh.be, true);
+                check_case(c, shape::gate_3d, bh.b, true);
                 if (::testing::Test::HasFatalFailure()) return;
             }
         }
@@ -311,10 +240,10 @@ TEST(LinearGateResidualFusion, operand_orders_and_gate_forms) {
     for (path p : test_paths()) {
         path_scope ps(p);
         SCOPED_TRACE(sd_int8::path_name(p));
-        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_1d, bh.be, true);
-        check_case({64, 67, 5, 16, K_PACKED, true, true}, shape::add_swapped, bh.be, true);
-        check_case({50, 37, 1, 1, K_I8, true, true}, shape::mul_swapped, bh.be, true);
-        check_case({9001, 37, 1, 1, K_I8, true, true}, shape::mul_swapped, bh.be, true);
+        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_1d, bh.b, true);
+        check_case({64, 67, 5, 16, K_PACKED, true, true}, shape::add_swapped, bh.b, true);
+        check_case({50, 37, 1, 1, K_I8, true, true}, shape::mul_swapped, bh.b, true);
+        check_case({9001, 37, 1, 1, K_I8, true, true}, shape::mul_swapped, bh.b, true);
     }
 }
 
@@ -324,7 +253,7 @@ TEST(LinearGateResidualFusion, plain_residual_variant) {
         path_scope ps(p);
         for (const chain_case & c : cases()) {
             SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " " + case_name(c));
-            check_case(c, shape::no_gate, bh.be, true);
+            check_case(c, shape::no_gate, bh.b, true);
         }
     }
 }
@@ -336,7 +265,7 @@ TEST(LinearGateResidualFusion, fused_equals_unfused_on_portable_kernels) {
         path_scope ps(p);
         for (const chain_case & c : cases()) {
             SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " " + case_name(c));
-            check_case(c, shape::gate_3d, bh.be, true);
+            check_case(c, shape::gate_3d, bh.b, true);
         }
     }
 }
@@ -351,9 +280,9 @@ TEST(LinearGateResidualFusion, nan_rows_behave_like_the_chain) {
     for (path p : test_paths()) {
         path_scope ps(p);
         SCOPED_TRACE(sd_int8::path_name(p));
-        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_3d, bh.be, true, nan_row);
+        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_3d, bh.b, true, nan_row);
         bool                     fused = false;
-        const std::vector<float> y     = run_chain({64, 67, 5, 16, K_F32, true, true}, shape::gate_3d, bh.be, true, &fused, nan_row);
+        const std::vector<float> y     = run_chain({64, 67, 5, 16, K_F32, true, true}, shape::gate_3d, bh.b, true, &fused, nan_row);
         ASSERT_EQ(y.size(), (size_t) (67 * 5));
         for (int64_t n = 0; n < 67; ++n) EXPECT_TRUE(std::isnan(y[67 + n])) << "row 1 channel " << n;
         EXPECT_TRUE(std::isnan(y[2]));
@@ -365,9 +294,9 @@ TEST(LinearGateResidualFusion, fusion_disable_setting_is_honored) {
     backend_holder   bh(2);
     const chain_case c{64, 67, 5, 16, K_F32, true, true};
     bool             fused = true;
-    run_chain(c, shape::gate_3d, bh.be, false, &fused);
+    run_chain(c, shape::gate_3d, bh.b, false, &fused);
     EXPECT_FALSE(fused);
-    run_chain(c, shape::gate_3d, bh.be, true, &fused);
+    run_chain(c, shape::gate_3d, bh.b, true, &fused);
     EXPECT_TRUE(fused);
 }
 
@@ -376,11 +305,11 @@ TEST(LinearGateResidualFusion, declines_other_broadcasts_and_self_operands) {
     for (path p : test_paths()) {
         path_scope ps(p);
         SCOPED_TRACE(sd_int8::path_name(p));
-        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_full, bh.be, false);
-        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_rows, bh.be, false);
-        check_case({64, 67, 5, 16, K_F32, true, true}, shape::residual_bcast, bh.be, false);
-        check_case({64, 67, 5, 16, K_F32, true, true}, shape::residual_is_lin, bh.be, false);
-        check_case({64, 67, 1, 16, K_F32, true, true}, shape::gate_is_lin, bh.be, false);
+        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_full, bh.b, false);
+        check_case({64, 67, 5, 16, K_F32, true, true}, shape::gate_rows, bh.b, false);
+        check_case({64, 67, 5, 16, K_F32, true, true}, shape::residual_bcast, bh.b, false);
+        check_case({64, 67, 5, 16, K_F32, true, true}, shape::residual_is_lin, bh.b, false);
+        check_case({64, 67, 1, 16, K_F32, true, true}, shape::gate_is_lin, bh.b, false);
     }
 }
 
@@ -400,7 +329,7 @@ TEST(LinearGateResidualFusion, declines_external_consumer_or_output_flag) {
                 ggml_tensor * mid = which % 2 == 0 ? cg.lin : cg.mul;
                 ggml_tensor * other = which < 2 ? ggml_scale(cg.g.ctx, mid, 0.5f) : mid;
                 cg.g.build({cg.out, other});
-                sched_run r(bh.be);
+                sched_run r(bh.b);
                 r.compute(cg.g);
                 EXPECT_FALSE(r.fused_step());
                 if (!fusion) {
@@ -426,7 +355,7 @@ TEST(LinearGateResidualFusion, output_overlapping_residual) {
             for (const chain_case & c : {chain_case{64, 67, 7, 16, K_F32, true, true}, chain_case{9001, 37, 5, 1, K_I8, true, true},
                                          chain_case{52, 33, 13, 4, K_PACKED, false, true}}) {
                 bool                     fused = false;
-                const std::vector<float> want  = run_chain(c, shape::gate_3d, bh.be, false, &fused);
+                const std::vector<float> want  = run_chain(c, shape::gate_3d, bh.b, false, &fused);
                 for (int64_t shift : {(int64_t) 0, (int64_t) 3, -(int64_t) 5, c.N + 1, -c.N}) {
                     SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " threads=" + std::to_string(nt) + " " + case_name(c) +
                                  " output at residual + " + std::to_string(shift) + " floats");
@@ -439,7 +368,7 @@ TEST(LinearGateResidualFusion, output_overlapping_residual) {
                     ASSERT_EQ(ggml_backend_tensor_alloc(buf, cg.res, base + pad), GGML_STATUS_SUCCESS);
                     ASSERT_EQ(ggml_backend_tensor_alloc(buf, cg.out, base + pad + 4 * shift), GGML_STATUS_SUCCESS);
                     {
-                        sched_run r(bh.be);
+                        sched_run r(bh.b);
                         r.compute(cg.g);
                         EXPECT_TRUE(r.fused_step());
                         expect_bitwise_equal(get_f32(cg.out), want, "overlapping fused vs unfused");
@@ -468,7 +397,7 @@ TEST(LinearGateResidualFusion, allocator_in_place_residual) {
                 ggml_tensor * res2 = ggml_scale(cg.g.ctx, cg.res, 2.0f);
                 ggml_tensor * out  = ggml_add(cg.g.ctx, res2, cg.mul);
                 cg.g.build({out});
-                sched_run r(bh.be);
+                sched_run r(bh.b);
                 r.compute(cg.g);
                 if (!fusion) {
                     want = get_f32(out);

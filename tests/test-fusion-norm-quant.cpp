@@ -16,6 +16,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/int8-impl.h"
 #include "ggml_extensions.h"
+#include "support/sd-fusion-test.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -27,103 +28,33 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Environment (small helpers in the style of test-sd-ops.cpp)
+using sd_fusion_test::cpu_backend;
+using sd_fusion_test::fusion_scope;
+using sd_fusion_test::path_scope;
+using sd_fusion_test::random_values;
 
-struct cpu_env {
-    ggml_backend_t backend = nullptr;
-    cpu_env() {
-        EXPECT_TRUE(sd_ggml_register_extensions());
-        backend = ggml_backend_cpu_init();
-        ggml_backend_cpu_set_n_threads(backend, 2);
-    }
-    ~cpu_env() { ggml_backend_free(backend); }
-};
+// ---------------------------------------------------------------------------------------------
+// Environment
 
 ggml_backend_t cpu() {
-    static cpu_env env;
-    return env.backend;
-}
-
-std::vector<float> random_values(const std::string & name, int64_t n, float lo = -2.0f, float hi = 2.0f) {
-    std::mt19937                          rng((uint32_t) std::hash<std::string>()(name));
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float>                    v((size_t) n);
-    for (float & x : v) x = dist(rng);
-    return v;
+    static cpu_backend env(2);
+    return env.b;
 }
 
 // Inputs are filled by name after allocation; `tweak` may change the values first (non-finite
 // injection).
-struct graph_env {
-    ggml_context *             ctx = nullptr;
-    ggml_cgraph *              gf  = nullptr;
-    std::vector<ggml_tensor *> inputs;
-    std::function<void(const ggml_tensor *, std::vector<float> &)> tweak;
+using graph_env = sd_fusion_test::f32_graph;
 
-    graph_env() {
-        ggml_init_params p{ggml_tensor_overhead() * 256 + ggml_graph_overhead_custom(512, false), nullptr, true};
-        ctx = ggml_init(p);
-    }
-    ~graph_env() { ggml_free(ctx); }
-    ggml_tensor * input(const char * name, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
-        ggml_tensor * t = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3);
-        ggml_set_name(t, name);
-        ggml_set_input(t);
-        inputs.push_back(t);
-        return t;
-    }
-    void build(const std::vector<ggml_tensor *> & outs) {
-        gf = ggml_new_graph_custom(ctx, 512, false);
-        for (ggml_tensor * o : outs) {
-            ggml_set_output(o);
-            ggml_build_forward_expand(gf, o);
-        }
-    }
-    void fill() {
-        for (ggml_tensor * t : inputs) {
-            std::vector<float> v = random_values(t->name, ggml_nelements(t));
-            if (tweak) tweak(t, v);
-            ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
-        }
-    }
-};
-
-struct sched_run {
-    ggml_backend_sched_t sched = nullptr;
-    explicit sched_run(ggml_backend_t b = nullptr) {
-        ggml_backend_t             backends[1] = {b ? b : cpu()};
-        ggml_backend_buffer_type_t bufts[1]    = {ggml_backend_cpu_buffer_type()};
-        sched = ggml_backend_sched_new(backends, bufts, 1, 1024, false, false);
-    }
-    ~sched_run() { ggml_backend_sched_free(sched); }
-
-    ggml_status compute(graph_env & g) {
-        EXPECT_TRUE(ggml_backend_sched_alloc_graph(sched, g.gf));
-        g.fill();
-        return ggml_backend_sched_graph_compute(sched, g.gf);
-    }
-    // the step of this rule, if the plan has one
-    bool fused_step(ggml_ext_step_info * info = nullptr) {
-        for (int i = 0; i < ggml_ext_sched_n_steps(sched); ++i) {
-            ggml_ext_step_info s;
-            if (!ggml_ext_sched_get_step(sched, i, &s)) continue;
-            if (s.kernel && strcmp(s.kernel, SD_CPU_KERNEL_RMS_NORM_MOD_QUANTIZE) == 0) {
-                EXPECT_TRUE(s.fused);
-                if (info) *info = s;
-                return true;
-            }
-        }
-        return false;
-    }
+// The scheduler (default: on the shared backend) that knows this rule's step.
+struct sched_run : sd_fusion_test::sched_run {
+    explicit sched_run(ggml_backend_t b = nullptr) :
+        sd_fusion_test::sched_run(b ? b : cpu(), {SD_CPU_KERNEL_RMS_NORM_MOD_QUANTIZE}) {}
 };
 
 // The defined bytes of a packed quantizer output: K * pad4(rows) I8 (padding rows zero), then
@@ -226,33 +157,27 @@ struct nq_graph {
     }
 };
 
-// The same graph run node by node (fusion off) on backend b.
-std::vector<uint8_t> unfused_result(const nq_case & c, ggml_backend_t b = nullptr, variant v = variant::normal,
-                                    const std::function<void(const ggml_tensor *, std::vector<float> &)> & tweak = {}) {
-    sd_ggml_set_fusion_enabled(false);
-    nq_graph f(c, v);
+// The chain run through the scheduler with fusion on or off on backend b (default: the shared
+// one); the rule must take it exactly when fusion is on (its step copied to *info). Returns the
+// defined output bytes.
+std::vector<uint8_t> run_chain(const nq_case & c, bool fusion, ggml_backend_t b = nullptr, variant v = variant::normal,
+                               const graph_env::tweak_fn & tweak = {}, ggml_ext_step_info * info = nullptr) {
+    fusion_scope fs(fusion);
+    nq_graph     f(c, v);
     f.g.tweak = tweak;
     f.g.build({f.q});
     sched_run s(b);
-    EXPECT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
-    EXPECT_FALSE(s.fused_step());
-    sd_ggml_set_fusion_enabled(true);
+    EXPECT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(s.fused_step(info), fusion) << (fusion ? "the scheduler did not select the fusion"
+                                                     : "fused with fusion off");
     return get_bytes(f.q, c.rows());
 }
 
-ggml_backend_t new_backend(int threads, bool use_ref) {
-    (void) cpu(); // registers the sd extensions (each test may run alone)
-    ggml_backend_t b = ggml_backend_cpu_init();
-    ggml_backend_cpu_set_n_threads(b, threads);
-    ggml_backend_cpu_set_use_ref(b, use_ref);
-    return b;
+// The same graph run node by node (fusion off) on backend b.
+std::vector<uint8_t> unfused_result(const nq_case & c, ggml_backend_t b = nullptr, variant v = variant::normal,
+                                    const graph_env::tweak_fn & tweak = {}) {
+    return run_chain(c, false, b, v, tweak);
 }
-
-// Restores the automatic quantizer path at scope exit.
-struct path_guard {
-    explicit path_guard(sd_int8::path p) { sd_int8::set_path_override(p); }
-    ~path_guard() { sd_int8::set_path_override(sd_int8::path::automatic); }
-};
 
 // ---------------------------------------------------------------------------------------------
 // Fused == unfused
@@ -268,19 +193,12 @@ TEST(NormModQuantFusion, fused_equals_unfused_chain) {
                     for (bool use_ref : {false, true}) {
                         SCOPED_TRACE(case_name(c) + " threads=" + std::to_string(threads) +
                                      (use_ref ? " use_ref" : ""));
-                        ggml_backend_t             b    = new_backend(threads, use_ref);
+                        cpu_backend                b(threads, use_ref);
                         const std::vector<uint8_t> want = unfused_result(c, b);
-                        {
-                            nq_graph f(c);
-                            f.g.build({f.q});
-                            sched_run s(b);
-                            ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
-                            ggml_ext_step_info info{};
-                            EXPECT_TRUE(s.fused_step(&info)) << "the scheduler did not select the fusion";
-                            EXPECT_EQ(info.n_nodes, modulated ? 6 : 3);
-                            expect_bytes_equal(get_bytes(f.q, rows), want, c.K, rows, "fused vs unfused");
-                        }
-                        ggml_backend_free(b);
+                        ggml_ext_step_info         info{};
+                        const std::vector<uint8_t> got = run_chain(c, true, b, variant::normal, {}, &info);
+                        EXPECT_EQ(info.n_nodes, modulated ? 6 : 3);
+                        expect_bytes_equal(got, want, c.K, rows, "fused vs unfused");
                     }
                 }
             }
@@ -293,17 +211,12 @@ TEST(NormModQuantFusion, fused_equals_unfused_on_both_quantizer_paths) {
     // standalone sd.quantize_i8_convrot.v1 kernel
     for (sd_int8::path p : {sd_int8::path::portable, sd_int8::path::vnni}) {
         if (!sd_int8::path_available(p)) continue;
-        path_guard pg(p);
+        path_scope ps(p);
         for (const nq_case & c : {nq_case{768, 5, 1, 1, 256, false, true}, nq_case{192, 17, 1, 1, 64, false, true},
                                   nq_case{20, 3, 1, 1, 4, false, false}}) {
             SCOPED_TRACE(case_name(c) + " path=" + sd_int8::path_name(p));
             const std::vector<uint8_t> want = unfused_result(c);
-            nq_graph                   f(c);
-            f.g.build({f.q});
-            sched_run s;
-            ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
-            EXPECT_TRUE(s.fused_step());
-            expect_bytes_equal(get_bytes(f.q, c.rows()), want, c.K, c.rows(), "fused vs unfused");
+            expect_bytes_equal(run_chain(c, true), want, c.K, c.rows(), "fused vs unfused");
         }
     }
 }
@@ -316,17 +229,9 @@ TEST(NormModQuantFusion, strided_and_multidimensional_x) {
     for (const nq_case & c : cases) {
         for (bool use_ref : {false, true}) {
             SCOPED_TRACE(case_name(c) + (use_ref ? " use_ref" : ""));
-            ggml_backend_t             b    = new_backend(2, use_ref);
+            cpu_backend                b(2, use_ref);
             const std::vector<uint8_t> want = unfused_result(c, b);
-            {
-                nq_graph f(c);
-                f.g.build({f.q});
-                sched_run s(b);
-                ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
-                EXPECT_TRUE(s.fused_step());
-                expect_bytes_equal(get_bytes(f.q, c.rows()), want, c.K, c.rows(), "fused vs unfused");
-            }
-            ggml_backend_free(b);
+            expect_bytes_equal(run_chain(c, true, b), want, c.K, c.rows(), "fused vs unfused");
         }
     }
 }
@@ -339,12 +244,8 @@ TEST(NormModQuantFusion, in_place_intermediates_are_fused) {
         const nq_case c{192, 5, 1, 1, 64, false, modulated};
         SCOPED_TRACE(case_name(c));
         const std::vector<uint8_t> want = unfused_result(c);
-        nq_graph                   f(c, variant::inplace_ops);
-        f.g.build({f.q});
-        sched_run s;
-        ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
-        EXPECT_TRUE(s.fused_step());
-        expect_bytes_equal(get_bytes(f.q, c.rows()), want, c.K, c.rows(), "fused in-place chain vs unfused");
+        expect_bytes_equal(run_chain(c, true, nullptr, variant::inplace_ops), want, c.K, c.rows(),
+                           "fused in-place chain vs unfused");
     }
 }
 
@@ -354,7 +255,7 @@ TEST(NormModQuantFusion, result_dequantizes_to_the_modulated_norm) {
     nq_graph      f(c);
     f.g.build({f.q});
     sched_run s;
-    ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
     ASSERT_TRUE(s.fused_step());
     const std::vector<uint8_t> got = get_bytes(f.q, c.rows());
     const std::vector<float>   xv = random_values("x", c.K * c.rows()), wv = random_values("w", c.K),
@@ -389,21 +290,12 @@ TEST(NormModQuantFusion, non_finite_rows_equal_unfused) {
     };
     for (bool use_ref : {false, true}) {
         SCOPED_TRACE(use_ref ? "use_ref" : "fast kernels");
-        ggml_backend_t             b    = new_backend(2, use_ref);
+        cpu_backend                b(2, use_ref);
         const std::vector<uint8_t> want = unfused_result(c, b, variant::normal, tweak);
         EXPECT_TRUE(std::isnan(scale_of(want, c.K, c.rows(), 1)));
         EXPECT_TRUE(std::isnan(scale_of(want, c.K, c.rows(), 2)));
         EXPECT_TRUE(std::isfinite(scale_of(want, c.K, c.rows(), 0)));
-        {
-            nq_graph f(c);
-            f.g.tweak = tweak;
-            f.g.build({f.q});
-            sched_run s(b);
-            ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
-            EXPECT_TRUE(s.fused_step());
-            expect_bytes_equal(get_bytes(f.q, c.rows()), want, c.K, c.rows(), "fused vs unfused");
-        }
-        ggml_backend_free(b);
+        expect_bytes_equal(run_chain(c, true, b, variant::normal, tweak), want, c.K, c.rows(), "fused vs unfused");
     }
 }
 
@@ -419,7 +311,7 @@ TEST(NormModQuantFusion, fusion_disable_setting_is_honored) {
         nq_graph f(c);
         f.g.build({f.q});
         sched_run s;
-        ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
+        ASSERT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
         EXPECT_EQ(s.fused_step(), on);
         expect_bytes_equal(get_bytes(f.q, c.rows()), want, c.K, c.rows(), "result vs unfused");
     }
@@ -435,7 +327,7 @@ TEST(NormModQuantFusion, rejects_intermediate_with_external_consumer) {
         ggml_tensor * other = ggml_scale(f.g.ctx, f.intermediates()[(size_t) which], 2.0f);
         f.g.build({f.q, other});
         sched_run s;
-        ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
+        ASSERT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
         EXPECT_FALSE(s.fused_step()) << "fused although an intermediate is used outside the match";
         expect_bytes_equal(get_bytes(f.q, c.rows()), want, c.K, c.rows(), "unfused result");
     }
@@ -449,7 +341,7 @@ TEST(NormModQuantFusion, rejects_intermediate_output_flag) {
         nq_graph f(c);
         f.g.build({f.q, f.intermediates()[(size_t) which]});
         sched_run s;
-        ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
+        ASSERT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
         EXPECT_FALSE(s.fused_step()) << "fused although an intermediate is a graph output";
         expect_bytes_equal(get_bytes(f.q, c.rows()), want, c.K, c.rows(), "unfused result");
     }
@@ -477,7 +369,7 @@ TEST(NormModQuantFusion, rejects_other_source_order_broadcast_and_type) {
         nq_graph f(t.c, t.v);
         f.g.build({f.q});
         sched_run s;
-        ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
+        ASSERT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
         EXPECT_FALSE(s.fused_step()) << "fused a chain the rule does not compute";
         expect_bytes_equal(get_bytes(f.q, t.c.rows()), want, t.c.K, t.c.rows(), "unfused result");
     }
@@ -499,7 +391,7 @@ TEST(NormModQuantFusion, output_overlapping_input_is_handled) {
         ASSERT_EQ(ggml_backend_tensor_alloc(buf, f.q, base), GGML_STATUS_SUCCESS);
         {
             sched_run s;
-            ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
+            ASSERT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
             ggml_ext_step_info info{};
             EXPECT_TRUE(s.fused_step(&info));
             EXPECT_GE(info.workspace_bytes, ggml_nbytes(f.q)) << "overlap known at prepare: scratch requested";
@@ -514,7 +406,7 @@ TEST(NormModQuantFusion, no_workspace_without_overlap) {
     nq_graph      f(c);
     f.g.build({f.q});
     sched_run s;
-    ASSERT_EQ(s.compute(f.g), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(s.run(f.g), GGML_STATUS_SUCCESS);
     ggml_ext_step_info info{};
     ASSERT_TRUE(s.fused_step(&info));
     EXPECT_EQ(info.workspace_bytes, 0u);
@@ -523,17 +415,14 @@ TEST(NormModQuantFusion, no_workspace_without_overlap) {
 bool always_abort(void *) { return true; }
 
 TEST(NormModQuantFusion, abort_callback_stops_the_kernel) {
-    ggml_backend_t b = new_backend(2, false);
+    cpu_backend b(2, false);
     ggml_backend_cpu_set_abort_callback(b, always_abort, nullptr);
-    {
-        const nq_case c{256, 33, 1, 1, 256, false, true};
-        nq_graph      f(c);
-        f.g.build({f.q});
-        sched_run s(b);
-        EXPECT_EQ(s.compute(f.g), GGML_STATUS_ABORTED);
-        EXPECT_TRUE(s.fused_step());
-    }
-    ggml_backend_free(b);
+    const nq_case c{256, 33, 1, 1, 256, false, true};
+    nq_graph      f(c);
+    f.g.build({f.q});
+    sched_run s(b);
+    EXPECT_EQ(s.run(f.g), GGML_STATUS_ABORTED);
+    EXPECT_TRUE(s.fused_step());
 }
 
 } // namespace

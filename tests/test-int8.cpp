@@ -17,6 +17,7 @@
 #include "cpu/int8-impl.h"
 #include "cpu/int8.h"
 #include "ggml_extensions.h"
+#include "support/sd-fusion-test.h"
 
 #include <gtest/gtest.h>
 
@@ -121,16 +122,10 @@ env & E() {
     return e;
 }
 
-struct path_scope {
-    explicit path_scope(path p) { sd_int8::set_path_override(p); }
-    ~path_scope() { sd_int8::set_path_override(path::automatic); }
-};
+using sd_fusion_test::path_scope;
 
 std::vector<path> test_paths() {
-    std::vector<path> p = {path::portable};
-    if (sd_int8::path_available(path::vnni)) p.push_back(path::vnni);
-    if (sd_int8::path_available(path::amx)) p.push_back(path::amx);
-    return p;
+    return sd_fusion_test::available_paths({path::portable, path::vnni, path::amx});
 }
 
 struct ctx_holder {

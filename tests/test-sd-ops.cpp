@@ -8,6 +8,7 @@
 
 #include "reference-sd/native-rope-chain.h"
 #include "reference-sd/sd-ref.h"
+#include "support/sd-fusion-test.h"
 #include "support/test-backend.h"
 
 #include "attention.h"
@@ -25,112 +26,33 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Environment: the real CPU device with the sd extensions registered, a 3-thread backend (odd
-// partitions of every kernel)
+using sd_fusion_test::cpu_backend;
+using sd_fusion_test::expect_bitwise_equal;
+using sd_fusion_test::f32_graph;
+using sd_fusion_test::get_f32;
+using sd_fusion_test::input_values;
 
-struct cpu_env {
-    ggml_backend_t backend = nullptr;
-    cpu_env() {
-        EXPECT_TRUE(sd_ggml_register_extensions());
-        backend = ggml_backend_cpu_init();
-        ggml_backend_cpu_set_n_threads(backend, 3);
-    }
-    ~cpu_env() { ggml_backend_free(backend); }
-};
-
+// The real CPU device with the sd extensions registered, a 3-thread backend (odd partitions of
+// every kernel)
 ggml_backend_t cpu() {
-    static cpu_env env;
-    return env.backend;
+    static cpu_backend env(3);
+    return env.b;
 }
 
 ggml_backend_dev_t cpu_dev() {
     return ggml_backend_get_device(cpu());
 }
 
-std::vector<float> random_values(const char * name, int64_t n, float lo = -2.0f, float hi = 2.0f) {
-    std::mt19937                          rng((uint32_t) std::hash<std::string>()(name));
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float>                    v((size_t) n);
-    for (float & x : v) x = dist(rng);
-    return v;
-}
-
-// The values an input gets (by name): inputs may be overwritten once consumed (the allocator
-// reuses their memory), so references are computed from these, never read back after compute.
-std::vector<float> input_values(const ggml_tensor * t) {
-    return random_values(t->name, ggml_nelements(t));
-}
-
-std::vector<float> get_f32(const ggml_tensor * t) {
-    std::vector<float> v((size_t) ggml_nelements(t));
-    ggml_backend_tensor_get(t, v.data(), 0, ggml_nbytes(t));
-    return v;
-}
-
-void set_by_name(ggml_tensor * t) {
-    std::vector<float> v = input_values(t);
-    ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
-}
-
-// A no_alloc context and graph; inputs are F32 leaves filled by name after allocation.
-struct graph_env {
-    ggml_context *             ctx = nullptr;
-    ggml_cgraph *              gf  = nullptr;
-    ggml_gallocr_t             ga  = nullptr;
-    std::vector<ggml_tensor *> inputs;
-
-    graph_env() {
-        ggml_init_params p{ggml_tensor_overhead() * 512 + ggml_graph_overhead_custom(1024, false), nullptr, true};
-        ctx = ggml_init(p);
-    }
-    ~graph_env() {
-        if (ga) ggml_gallocr_free(ga);
-        ggml_free(ctx);
-    }
-    ggml_tensor * input(const char * name, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
-        ggml_tensor * t = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3);
-        ggml_set_name(t, name);
-        ggml_set_input(t);
-        inputs.push_back(t);
-        return t;
-    }
-    void build(const std::vector<ggml_tensor *> & outs) {
-        gf = ggml_new_graph_custom(ctx, 1024, false);
-        for (ggml_tensor * o : outs) {
-            ggml_set_output(o);
-            ggml_build_forward_expand(gf, o);
-        }
-    }
-    void fill() {
-        for (ggml_tensor * t : inputs) set_by_name(t);
-    }
-    // allocate with a graph allocator, fill, compute directly on the CPU backend
-    void compute_direct(ggml_backend_t backend = nullptr) {
-        ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
-        ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gf));
-        fill();
-        ASSERT_EQ(ggml_backend_graph_compute(backend ? backend : cpu(), gf), GGML_STATUS_SUCCESS);
-    }
+// A graph of F32 inputs; compute_direct defaults to the shared backend.
+struct graph_env : f32_graph {
+    void compute_direct(ggml_backend_t backend = nullptr) { f32_graph::compute_direct(backend ? backend : cpu()); }
 };
-
-void expect_bitwise_equal(const std::vector<float> & a, const std::vector<float> & b, const char * what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t i = 0; i < a.size(); ++i) {
-        uint32_t ua, ub;
-        memcpy(&ua, &a[i], 4);
-        memcpy(&ub, &b[i], 4);
-        ASSERT_EQ(ua, ub) << what << ": element " << i << ": " << a[i] << " vs " << b[i];
-    }
-}
 
 struct rope_case {
     int64_t d, H, L, N, n_freq;
@@ -298,34 +220,10 @@ struct fusion_graph {
     }
 };
 
-struct sched_run {
-    ggml_backend_sched_t sched = nullptr;
-    explicit sched_run(ggml_backend_t b = nullptr) {
-        ggml_backend_t             backends[1] = {b ? b : cpu()};
-        ggml_backend_buffer_type_t bufts[1]    = {ggml_backend_cpu_buffer_type()};
-        sched = ggml_backend_sched_new(backends, bufts, 1, 2048, false, false);
-    }
-    ~sched_run() { ggml_backend_sched_free(sched); }
-
-    void compute(graph_env & g) {
-        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g.gf));
-        g.fill();
-        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g.gf), GGML_STATUS_SUCCESS);
-    }
-    // the fused step of the rule, if the plan has one
-    bool fused_step(ggml_ext_step_info * info = nullptr) {
-        for (int i = 0; i < ggml_ext_sched_n_steps(sched); ++i) {
-            ggml_ext_step_info s;
-            if (!ggml_ext_sched_get_step(sched, i, &s)) continue;
-            if (s.kernel && strcmp(s.kernel, SD_CPU_KERNEL_RMS_NORM_MUL_ROPE) == 0) {
-                EXPECT_TRUE(s.fused);
-                EXPECT_EQ(s.n_nodes, 3);
-                if (info) *info = s;
-                return true;
-            }
-        }
-        return false;
-    }
+// The scheduler (default: on the shared backend) that knows this rule's 3-node step.
+struct sched_run : sd_fusion_test::sched_run {
+    explicit sched_run(ggml_backend_t b = nullptr) :
+        sd_fusion_test::sched_run(b ? b : cpu(), {SD_CPU_KERNEL_RMS_NORM_MUL_ROPE}, 3) {}
 };
 
 std::vector<float> native_chain_result(const rope_case & c, int mode, float eps = 1e-6f) {
