@@ -198,6 +198,16 @@ void add_attention_cases(case_list & cl) {
     add_fa(cl, big);
     big.mask_kind = 0; big.D = 64; big.Dv = 64; big.n_q = 256;
     add_fa(cl, big);
+    // a short last query tile grouped with full tiles over shared K/V blocks, GQA 4:1 (the AVX-512
+    // kernel converts each K/V block once per group of tiles), with and without a mask, F16 and BF16
+    for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (int mask : {0, 1}) {
+            fa_cfg g{128, 128, 100, 200, 12, 3, 1};
+            g.kv        = kv;
+            g.mask_kind = mask;
+            add_fa(cl, g);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,20 +7,30 @@
 //                         (broadcast of one K element times a Q vector: no horizontal sums)
 //   Ot[d][i]  (Dv x QBS)  output accumulator: sum_j V[j][d] * Pt[j][i]
 // The running max / normaliser of the online softmax are then plain per-lane vector operations
-// in F32; exp is avx512::v_exp (1 ulp).
+// in F32. The probabilities use exp with the one-FMA argument reduction of vec-avx512.h's logistic
+// family (relative error <= 1.7e-7 for arguments >= -20, 2.9e-7 at -105; below -105 they are 0);
+// the correction factors use avx512::v_exp. Without mask and softcap (and scale > 0) the scores
+// stay raw: the score kernel keeps the block's running max, and the argument is scale * s - max in
+// one FMA.
+//
+// Up to G_MAX query tiles of one thread that read the same K/V head (consecutive tiles of a head,
+// the query heads of one GQA group) run together over each kv block, so each K/V block is
+// converted once for all of them.
 //
 // Two product kernels:
 //  * F32 path (F32 K or V, or a CPU without AVX512_BF16): K and V blocks are widened once per
-//    (tile, block) into row-major F32 scratch and reused by all QBS queries; products and
-//    accumulation are exact F32 FMAs.
+//    (chunk of tiles, block) into row-major F32 scratch and reused by all its queries; products
+//    and accumulation are exact F32 FMAs.
 //  * BF16 path (K and V both F16 or BF16, CPU with AVX512_BF16): Q.K^T and P.V use vdpbf16ps,
 //    whose lanes multiply PAIRS of bf16 and accumulate in F32. So every product operand is
 //    rounded to bf16 once: Q rows when the tile is built, K/V blocks when they are converted
 //    (F16 -> bf16; BF16 data is used as is), and the probabilities P in [0, 1] before P.V.
-//    PRECISION: each operand of each product has relative error <= 2^-9 (round to nearest even;
-//    vcvtneps2bf16 and vdpbf16ps also treat subnormals as zero, an absolute error < 1.2e-38);
-//    the products are exact and accumulated in F32 (vdpbf16ps rounds like two F32 adds). The
-//    softmax normaliser sums the ROUNDED probabilities, so the output stays an exact convex
+//    PRECISION: each operand of each product has relative error <= 2^-9 from the rounding to bf16
+//    of its F32 value (round to nearest even; vcvtneps2bf16, vcvtne2ps2bf16 and vdpbf16ps also
+//    treat subnormals as zero, an absolute error < 1.2e-38); for P that F32 value is the exp
+//    above. The products are exact and accumulated in F32 (vdpbf16ps rounds like two F32 adds).
+//    The softmax normaliser sums the ROUNDED probabilities (a vdpbf16ps of the P pairs with
+//    (1, 1): exact products, the same two F32 adds), so the output stays an exact convex
 //    combination of the (rounded) V rows. Layouts for vdpbf16ps: Qp[d/2][i] holds the pair
 //    (Q[i][d], Q[i][d+1]) in lane i and K rows stay row-major (a pair of consecutive K elements is
 //    one 32-bit broadcast); for P.V the pairs run along kv: Pp[j/2][i] = (P[j][i], P[j+1][i]) and
@@ -49,6 +59,10 @@ constexpr int64_t QBS_MAX = 64; // queries per tile (4 vectors)
 constexpr int64_t KB      = 64; // kv rows per block
 constexpr int     NJ      = 4;  // kv rows per register tile of the score kernel
 constexpr int     ND      = 4;  // output dims per register tile of the value kernel
+// query tiles run together over each kv block (tiles of one thread's range that share the K/V
+// head: consecutive tiles of a head and the GQA heads of one kv head), so each K/V block is
+// converted once per G_MAX tiles instead of once per tile
+constexpr int     G_MAX   = 4;
 
 // Local helpers instead of std::min / std::fill: template instantiations made after the target
 // switch could be merged by the linker with the portable files' copies.
@@ -58,7 +72,8 @@ inline int64_t max_i(int64_t a, int64_t b) { return a > b ? a : b; }
 inline void    fill0(float * p, int64_t n) { memset(p, 0, (size_t) n * sizeof(float)); }
 
 struct layout {
-    int64_t ldk, ldv; // row strides of the widened K / V blocks
+    int64_t ldk, ldv;       // row strides of the widened K / V blocks
+    int64_t qt_sz, ot_sz;   // floats of one tile's Qt / Ot (G_MAX of each)
     int64_t off_qt, off_k, off_v, off_st, off_mt, off_ot, off_m, off_l, off_pp;
     int64_t total;
 };
@@ -67,15 +82,17 @@ layout make_layout(int64_t D, int64_t Dv) {
     layout l;
     l.ldk    = round_up(max_i(D, 1), 16);
     l.ldv    = round_up(max_i(Dv, 1), 16);
+    l.qt_sz  = round_up(D * QBS_MAX, 16);
+    l.ot_sz  = round_up(Dv, ND) * QBS_MAX;
     l.off_qt = 0;
-    l.off_k  = l.off_qt + D * QBS_MAX;
+    l.off_k  = l.off_qt + G_MAX * l.qt_sz;
     l.off_v  = l.off_k + KB * l.ldk;
     l.off_st = l.off_v + KB * l.ldv;
     l.off_mt = l.off_st + KB * QBS_MAX;
     l.off_ot = l.off_mt + KB * QBS_MAX;
-    l.off_m  = l.off_ot + round_up(Dv, ND) * QBS_MAX;
-    l.off_l  = l.off_m + QBS_MAX;
-    l.off_pp = l.off_l + QBS_MAX;
+    l.off_m  = l.off_ot + G_MAX * l.ot_sz;
+    l.off_l  = l.off_m + G_MAX * QBS_MAX;
+    l.off_pp = l.off_l + G_MAX * QBS_MAX;
     l.total  = round_up(l.off_pp + KB / 2 * QBS_MAX, 16);
     return l;
 }
@@ -115,16 +132,17 @@ void widen(enum ggml_type type, const void * src, float * dst, int64_t n, int64_
     for (; i < pad; i += 16) _mm512_storeu_ps(dst + i, _mm512_setzero_ps());
 }
 
-// St[j][0..QV*16) = sum_d K[j][d] * Qt[d][...] for j in [j0, j0 + NJ)
+// St[j][0..QV*16) = sum_d K[j][d] * Qt[d][...] for j in [j0, j0 + NJ); bm: max over rows < kb
 template <int QV>
-inline void score_tile(const float * kb, int64_t ldk, const float * qt, int64_t ldq, int64_t D, float * st, int64_t j0) {
+inline void score_tile(const float * kbf, int64_t ldk, const float * qt, int64_t ldq, int64_t D, float * st, int64_t j0,
+                       int64_t kb, __m512 * bm) {
     __m512 acc[NJ][QV];
     for (int r = 0; r < NJ; ++r)
         for (int c = 0; c < QV; ++c) acc[r][c] = _mm512_setzero_ps();
-    const float * k0 = kb + (j0 + 0) * ldk;
-    const float * k1 = kb + (j0 + 1) * ldk;
-    const float * k2 = kb + (j0 + 2) * ldk;
-    const float * k3 = kb + (j0 + 3) * ldk;
+    const float * k0 = kbf + (j0 + 0) * ldk;
+    const float * k1 = kbf + (j0 + 1) * ldk;
+    const float * k2 = kbf + (j0 + 2) * ldk;
+    const float * k3 = kbf + (j0 + 3) * ldk;
     for (int64_t d = 0; d < D; ++d) {
         __m512 q[QV];
         for (int c = 0; c < QV; ++c) q[c] = _mm512_load_ps(qt + d * ldq + 16 * c);
@@ -141,6 +159,10 @@ inline void score_tile(const float * kb, int64_t ldk, const float * qt, int64_t 
     }
     for (int r = 0; r < NJ; ++r)
         for (int c = 0; c < QV; ++c) _mm512_store_ps(st + (j0 + r) * ldq + 16 * c, acc[r][c]);
+    // running max of the raw scores of the real rows (the padding rows past kb are zeros)
+    for (int r = 0; r < NJ; ++r)
+        if (j0 + r < kb)
+            for (int c = 0; c < QV; ++c) bm[c] = _mm512_max_ps(bm[c], acc[r][c]);
 }
 
 // Ot[d][...] = Ot[d][...] * corr + sum_j V[j][d] * Pt[j][...] for d in [d0, d0 + ND)
@@ -202,17 +224,18 @@ inline __m512i v_lanes(enum ggml_type type, const void * row, int64_t d, int64_t
     return _mm512_cvtepu16_epi32(h);
 }
 
-// St[j][0..QV*16) = sum_d K[j][d] * Q[d][...] for j in [j0, j0 + NJ); kb: bf16 rows, qp: pairs
+// St[j][0..QV*16) = sum_d K[j][d] * Q[d][...] for j in [j0, j0 + NJ); kh: bf16 rows, qp: pairs;
+// bm: max over rows < kb
 template <int QV>
-inline void score_tile_bf(const uint16_t * kb, int64_t ldk, const uint32_t * qp, int64_t ldq, int64_t D2, float * st,
-                          int64_t j0) {
+inline void score_tile_bf(const uint16_t * kh, int64_t ldk, const uint32_t * qp, int64_t ldq, int64_t D2, float * st,
+                          int64_t j0, int64_t kb, __m512 * bm) {
     __m512 acc[NJ][QV];
     for (int r = 0; r < NJ; ++r)
         for (int c = 0; c < QV; ++c) acc[r][c] = _mm512_setzero_ps();
-    const uint32_t * k0 = (const uint32_t *) (kb + (j0 + 0) * ldk);
-    const uint32_t * k1 = (const uint32_t *) (kb + (j0 + 1) * ldk);
-    const uint32_t * k2 = (const uint32_t *) (kb + (j0 + 2) * ldk);
-    const uint32_t * k3 = (const uint32_t *) (kb + (j0 + 3) * ldk);
+    const uint32_t * k0 = (const uint32_t *) (kh + (j0 + 0) * ldk);
+    const uint32_t * k1 = (const uint32_t *) (kh + (j0 + 1) * ldk);
+    const uint32_t * k2 = (const uint32_t *) (kh + (j0 + 2) * ldk);
+    const uint32_t * k3 = (const uint32_t *) (kh + (j0 + 3) * ldk);
     for (int64_t d = 0; d < D2; ++d) {
         __m512bh q[QV];
         for (int c = 0; c < QV; ++c) q[c] = as_bh(_mm512_load_si512(qp + d * ldq + 16 * c));
@@ -229,6 +252,10 @@ inline void score_tile_bf(const uint16_t * kb, int64_t ldk, const uint32_t * qp,
     }
     for (int r = 0; r < NJ; ++r)
         for (int c = 0; c < QV; ++c) _mm512_store_ps(st + (j0 + r) * ldq + 16 * c, acc[r][c]);
+    // running max of the raw scores of the real rows (the padding rows past kb are zeros)
+    for (int r = 0; r < NJ; ++r)
+        if (j0 + r < kb)
+            for (int c = 0; c < QV; ++c) bm[c] = _mm512_max_ps(bm[c], acc[r][c]);
 }
 
 // Ot[d][...] = Ot[d][...] * corr + sum_j V[j][d] * P[j][...] for d in [d0, d0 + ND); vp, pp: pairs along j
@@ -257,28 +284,34 @@ inline void value_tile_bf(const uint32_t * vp, int64_t ldv, const uint32_t * pp,
         for (int c = 0; c < QV; ++c) _mm512_store_ps(ot + (d0 + r) * ldq + 16 * c, acc[r][c]);
 }
 
+// e^(x * sc - m) for arguments <= 0 (up to rounding) or NaN: the one-FMA reduction of
+// vec-avx512.h's logistic family (no upper clamp needed; <= 2.9e-7 relative at -105, below it 0)
+inline __m512 p_exp(__m512 x, __m512 sc, __m512 m) {
+    return detail::exp_clamped<false>(_mm512_max_ps(_mm512_set1_ps(-105.0f), _mm512_fmsub_ps(x, sc, m)));
+}
+
 struct fa_args {
     const ggml_tensor *q, *k, *v, *mask, *sinks, *dst;
     float              scale, max_bias, softcap;
     int64_t            D, Dv, n_q, n_head, S, n_kv, rk2, rv2, rk3, rv3;
 };
 
-// One tile: queries [iq0, iq0 + nq) of head h, sequence s. BF: the bf16 product kernels (K and V
-// are F16/BF16, D <= 4096).
+struct tile {
+    int64_t h, s, iq0, nq; // queries [iq0, iq0 + nq) of head h, sequence s
+};
+
+// Tiles t[0..ng) (all reading the same K and V head) over every kv block. BF: the bf16 product
+// kernels (K and V are F16/BF16, D <= 4096). Each K/V block is converted once, by the first tile
+// that needs it, and reused by the others.
 template <int QV, bool BF>
-void run_tile(const fa_args & a, const layout & l, float * ws, int64_t h, int64_t s, int64_t iq0, int64_t nq) {
+void run_chunk(const fa_args & a, const layout & l, float * ws, const tile * t, int ng) {
     constexpr int64_t QBS = QV * 16;
     const int64_t     D = a.D, Dv = a.Dv;
-    float *           qt = ws + l.off_qt;
     float *           kf = ws + l.off_k;
     float *           vf = ws + l.off_v;
     float *           st = ws + l.off_st;
     float *           mt = ws + l.off_mt;
-    float *           ot = ws + l.off_ot;
-    float *           mx = ws + l.off_m;
-    float *           sm = ws + l.off_l;
     // BF16 path: the same regions hold the bf16 operands (each fits in its F32 counterpart)
-    uint32_t *        qp    = (uint32_t *) qt;
     uint16_t *        kh    = (uint16_t *) kf;
     uint32_t *        vp    = (uint32_t *) vf;
     uint32_t *        pp    = (uint32_t *) (ws + l.off_pp);
@@ -286,178 +319,234 @@ void run_tile(const fa_args & a, const layout & l, float * ws, int64_t h, int64_
     const int64_t     ldkh  = round_up(max_i(D, 1), 32);
     const int64_t     dvpad = round_up(Dv, ND);
     const int64_t     ldvp  = round_up(dvpad, 16);
+    const int64_t     dv_pad = dvpad;
 
-    // transposed queries (missing queries of a short tile are zeros and never stored)
-    if (BF) {
-        // bf16 pairs: lane i of Qp[d/2] is (Q[i][d], Q[i][d+1]); an odd D gets a zero partner
-        alignas(64) float    row[4096 + 16];
-        alignas(64) uint32_t pr[2048 + 8];
-        for (int64_t i = 0; i < QBS; ++i) {
-            if (i < nq) {
-                const char * src = (const char *) a.q->data + (iq0 + i) * a.q->nb[1] + h * a.q->nb[2] + s * a.q->nb[3];
-                widen(a.q->type, src, row, D, D); // zero-filled to a multiple of 16
-                for (int64_t d = 0; d < D; d += 16)
-                    _mm256_store_si256((__m256i *) (pr + d / 2), (__m256i) _mm512_cvtneps_pbh(_mm512_load_ps(row + d)));
-                for (int64_t d = 0; d < D2; ++d) qp[d * QBS + i] = pr[d];
-            } else {
-                for (int64_t d = 0; d < D2; ++d) qp[d * QBS + i] = 0;
-            }
-        }
-    } else {
-        float row[4096 + 16];
-        float * tmp = D <= 4096 ? row : nullptr;
-        for (int64_t i = 0; i < QBS; ++i) {
-            if (i < nq) {
-                const char * src = (const char *) a.q->data + (iq0 + i) * a.q->nb[1] + h * a.q->nb[2] + s * a.q->nb[3];
-                if (tmp) {
-                    widen(a.q->type, src, tmp, D, D);
-                    for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = tmp[d];
+    float *      qts[G_MAX];
+    float *      ots[G_MAX];
+    const char * mbases[G_MAX];
+    float        slopes[G_MAX];
+    for (int g = 0; g < ng; ++g) {
+        const int64_t h = t[g].h, s = t[g].s, iq0 = t[g].iq0, nq = t[g].nq;
+        float *       qt = qts[g] = ws + l.off_qt + g * l.qt_sz;
+        float *       ot = ots[g] = ws + l.off_ot + g * l.ot_sz;
+        // transposed queries (missing queries of a short tile are zeros and never stored)
+        if (BF) {
+            // bf16 pairs: lane i of Qp[d/2] is (Q[i][d], Q[i][d+1]); an odd D gets a zero partner
+            uint32_t *           qp = (uint32_t *) qt;
+            alignas(64) float    row[4096 + 16];
+            alignas(64) uint32_t pr[2048 + 8];
+            for (int64_t i = 0; i < QBS; ++i) {
+                if (i < nq) {
+                    const char * src = (const char *) a.q->data + (iq0 + i) * a.q->nb[1] + h * a.q->nb[2] + s * a.q->nb[3];
+                    widen(a.q->type, src, row, D, D); // zero-filled to a multiple of 16
+                    for (int64_t d = 0; d < D; d += 16)
+                        _mm256_store_si256((__m256i *) (pr + d / 2), (__m256i) _mm512_cvtneps_pbh(_mm512_load_ps(row + d)));
+                    for (int64_t d = 0; d < D2; ++d) qp[d * QBS + i] = pr[d];
                 } else {
-                    for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = ggml_load_f32(a.q->type, src + d * ggml_type_size(a.q->type));
+                    for (int64_t d = 0; d < D2; ++d) qp[d * QBS + i] = 0;
                 }
-            } else {
-                for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = 0.0f;
+            }
+        } else {
+            float   row[4096 + 16];
+            float * tmp = D <= 4096 ? row : nullptr;
+            for (int64_t i = 0; i < QBS; ++i) {
+                if (i < nq) {
+                    const char * src = (const char *) a.q->data + (iq0 + i) * a.q->nb[1] + h * a.q->nb[2] + s * a.q->nb[3];
+                    if (tmp) {
+                        widen(a.q->type, src, tmp, D, D);
+                        for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = tmp[d];
+                    } else {
+                        for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = ggml_load_f32(a.q->type, src + d * ggml_type_size(a.q->type));
+                    }
+                } else {
+                    for (int64_t d = 0; d < D; ++d) qt[d * QBS + i] = 0.0f;
+                }
             }
         }
-    }
-    const int64_t dv_pad = round_up(Dv, ND);
-    fill0(ot, dv_pad * QBS);
-    for (int c = 0; c < QV; ++c) {
-        _mm512_store_ps(mx + 16 * c, _mm512_set1_ps(-INFINITY));
-        _mm512_store_ps(sm + 16 * c, _mm512_setzero_ps());
+        fill0(ot, dv_pad * QBS);
+        float * mx = ws + l.off_m + g * QBS_MAX;
+        float * sm = ws + l.off_l + g * QBS_MAX;
+        for (int c = 0; c < QV; ++c) {
+            _mm512_store_ps(mx + 16 * c, _mm512_set1_ps(-INFINITY));
+            _mm512_store_ps(sm + 16 * c, _mm512_setzero_ps());
+        }
+        mbases[g] = a.mask ? (const char *) a.mask->data + (h % a.mask->ne[2]) * a.mask->nb[2] + (s % a.mask->ne[3]) * a.mask->nb[3]
+                           : nullptr;
+        slopes[g] = a.mask ? alibi_slope(a.max_bias, h, a.n_head) : 1.0f;
     }
 
-    const char * kbase = (const char *) a.k->data + (h / a.rk2) * a.k->nb[2] + (s / a.rk3) * a.k->nb[3];
-    const char * vbase = (const char *) a.v->data + (h / a.rv2) * a.v->nb[2] + (s / a.rv3) * a.v->nb[3];
-    const char * mbase = a.mask ? (const char *) a.mask->data + (h % a.mask->ne[2]) * a.mask->nb[2] +
-                                      (s % a.mask->ne[3]) * a.mask->nb[3]
-                                : nullptr;
-    const float  slope   = a.mask ? alibi_slope(a.max_bias, h, a.n_head) : 1.0f;
-    const __m512 vscale  = _mm512_set1_ps(a.scale);
+    const char * kbase = (const char *) a.k->data + (t[0].h / a.rk2) * a.k->nb[2] + (t[0].s / a.rk3) * a.k->nb[3];
+    const char * vbase = (const char *) a.v->data + (t[0].h / a.rv2) * a.v->nb[2] + (t[0].s / a.rv3) * a.v->nb[3];
     const bool   softcap = a.softcap != 0.0f;
     const __m512 vcap    = _mm512_set1_ps(a.softcap);
     const __m512 vicap   = _mm512_set1_ps(softcap ? 1.0f / a.softcap : 0.0f);
+    // Without mask or softcap (and scale > 0, so scale * max = max of scale * scores) the scores
+    // stay raw in St: the kernel's running max gives the block max and the scale is applied inside
+    // the exponent's argument, scale * s - m, one rounding. Otherwise a pass writes the final
+    // logits into St first.
+    const bool   raw     = !a.mask && !softcap && a.scale > 0.0f;
+    const __m512 vscale  = _mm512_set1_ps(a.scale);
+    const __m512 escale  = raw ? vscale : _mm512_set1_ps(1.0f);
+    // BF16 P: one vcvtne2ps2bf16 gives [P[j] | P[j+1]] as 2 x 16 bf16, the permute interleaves
+    // them into the pairs (P[j][i], P[j+1][i]) of lane i
+    alignas(64) static const uint16_t pair_order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i pair_idx = _mm512_load_si512(pair_order);
+    const __m512i ones     = _mm512_set1_epi32(0x3F803F80); // bf16 (1, 1)
 
     for (int64_t j0 = 0; j0 < a.n_kv; j0 += KB) {
         const int64_t kb  = min_i(KB, a.n_kv - j0);
         const int64_t kbp = round_up(kb, NJ);
+        bool          k_ready = false, v_ready = false;
 
-        // transposed slope*mask; a block no query of the tile can see is skipped whole
-        if (mbase) {
-            bool any = false;
-            for (int64_t i = 0; i < nq; ++i) {
-                const char * row = mbase + (iq0 + i) * a.mask->nb[1];
-                for (int64_t j = 0; j < kb; ++j) {
-                    const float m = a.mask->type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) row)[j0 + j])
-                                                                  : ((const float *) row)[j0 + j];
-                    const float v = slope * m;
-                    mt[j * QBS + i] = v;
-                    any |= v != -INFINITY;
+        for (int g = 0; g < ng; ++g) {
+            const int64_t iq0 = t[g].iq0, nq = t[g].nq;
+            const char *  mbase = mbases[g];
+            float *       ot    = ots[g];
+            float *       mx    = ws + l.off_m + g * QBS_MAX;
+            float *       sm    = ws + l.off_l + g * QBS_MAX;
+
+            // transposed slope*mask; a block no query of the tile can see is skipped whole
+            if (mbase) {
+                bool any = false;
+                for (int64_t i = 0; i < nq; ++i) {
+                    const char * row = mbase + (iq0 + i) * a.mask->nb[1];
+                    for (int64_t j = 0; j < kb; ++j) {
+                        const float m = a.mask->type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(((const ggml_fp16_t *) row)[j0 + j])
+                                                                      : ((const float *) row)[j0 + j];
+                        const float v = slopes[g] * m;
+                        mt[j * QBS + i] = v;
+                        any |= v != -INFINITY;
+                    }
                 }
+                if (!any) continue;
             }
-            if (!any) continue;
-        }
 
-        if (BF) {
-            for (int64_t j = 0; j < kbp; ++j) {
-                if (j < kb) to_bf16(a.k->type, kbase + (j0 + j) * a.k->nb[1], kh + j * ldkh, D, ldkh);
-                else        memset(kh + j * ldkh, 0, (size_t) ldkh * sizeof(uint16_t));
+            if (!k_ready) {
+                if (BF) {
+                    for (int64_t j = 0; j < kbp; ++j) {
+                        if (j < kb) to_bf16(a.k->type, kbase + (j0 + j) * a.k->nb[1], kh + j * ldkh, D, ldkh);
+                        else        memset(kh + j * ldkh, 0, (size_t) ldkh * sizeof(uint16_t));
+                    }
+                } else {
+                    for (int64_t j = 0; j < kbp; ++j) {
+                        if (j < kb) widen(a.k->type, kbase + (j0 + j) * a.k->nb[1], kf + j * l.ldk, D, D);
+                        else        fill0(kf + j * l.ldk, D);
+                    }
+                }
+                k_ready = true;
             }
-            for (int64_t j = 0; j < kbp; j += NJ) score_tile_bf<QV>(kh, ldkh, qp, QBS, D2, st, j);
-        } else {
-            for (int64_t j = 0; j < kbp; ++j) {
-                if (j < kb) widen(a.k->type, kbase + (j0 + j) * a.k->nb[1], kf + j * l.ldk, D, D);
-                else        fill0(kf + j * l.ldk, D);
-            }
-            for (int64_t j = 0; j < kbp; j += NJ) score_tile<QV>(kf, l.ldk, qt, QBS, D, st, j);
-        }
-
-        // scores -> probabilities, per lane (query) online softmax
-        __m512 corr[QV];
-        bool   live = false;
-        for (int c = 0; c < QV; ++c) {
-            __m512 bm = _mm512_set1_ps(-INFINITY);
-            for (int64_t j = 0; j < kb; ++j) {
-                float * p = st + j * QBS + 16 * c;
-                __m512  x = _mm512_mul_ps(_mm512_load_ps(p), vscale);
-                if (softcap) x = _mm512_mul_ps(vcap, v_tanh(_mm512_mul_ps(x, vicap)));
-                if (mbase) x = _mm512_add_ps(x, _mm512_load_ps(mt + j * QBS + 16 * c)); // lanes >= nq: unused
-                _mm512_store_ps(p, x);
-                bm = _mm512_max_ps(bm, x);
-            }
-            const __m512    mold  = _mm512_load_ps(mx + 16 * c);
-            const __m512    mnew  = _mm512_max_ps(mold, bm);
-            const __mmask16 dead  = _mm512_cmp_ps_mask(mnew, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
-            live |= dead != 0xFFFF;
-            // lanes that have seen nothing yet use 0 as the max: every exp is then of -inf -> 0
-            const __m512    muse  = _mm512_mask_blend_ps(dead, mnew, _mm512_setzero_ps());
-            corr[c]               = v_exp(_mm512_sub_ps(mold, muse));
-            __m512          lsum  = _mm512_setzero_ps();
+            __m512 bm[QV];
+            for (int c = 0; c < QV; ++c) bm[c] = _mm512_set1_ps(-INFINITY);
             if (BF) {
-                // probabilities rounded to bf16 and paired along kv; the normaliser sums the
-                // rounded values (kbp is even: rows past kb are zero)
-                for (int64_t j = 0; j < kbp; j += 2) {
-                    const __m512  e0 = j < kb ? v_exp(_mm512_sub_ps(_mm512_load_ps(st + j * QBS + 16 * c), muse))
-                                              : _mm512_setzero_ps();
-                    const __m512  e1 = j + 1 < kb ? v_exp(_mm512_sub_ps(_mm512_load_ps(st + (j + 1) * QBS + 16 * c), muse))
-                                                  : _mm512_setzero_ps();
-                    const __m512i h0 = bf16_lanes(e0), h1 = bf16_lanes(e1);
-                    _mm512_store_si512(pp + (j / 2) * QBS + 16 * c, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
-                    lsum = _mm512_add_ps(lsum, _mm512_castsi512_ps(_mm512_slli_epi32(h0, 16)));
-                    lsum = _mm512_add_ps(lsum, _mm512_castsi512_ps(_mm512_slli_epi32(h1, 16)));
-                }
+                for (int64_t j = 0; j < kbp; j += NJ) score_tile_bf<QV>(kh, ldkh, (const uint32_t *) qts[g], QBS, D2, st, j, kb, bm);
             } else {
-                for (int64_t j = 0; j < kb; ++j) {
-                    float *      p = st + j * QBS + 16 * c;
-                    const __m512 e = v_exp(_mm512_sub_ps(_mm512_load_ps(p), muse));
-                    _mm512_store_ps(p, e);
-                    lsum = _mm512_add_ps(lsum, e);
-                }
-                for (int64_t j = kb; j < kbp; ++j) _mm512_store_ps(st + j * QBS + 16 * c, _mm512_setzero_ps());
+                for (int64_t j = 0; j < kbp; j += NJ) score_tile<QV>(kf, l.ldk, qts[g], QBS, D, st, j, kb, bm);
             }
-            _mm512_store_ps(mx + 16 * c, mnew);
-            _mm512_store_ps(sm + 16 * c, _mm512_fmadd_ps(_mm512_load_ps(sm + 16 * c), corr[c], lsum));
-        }
-        if (!live) continue;
 
-        if (BF) {
-            for (int64_t j = 0; j < kbp; j += 2) {
-                const char * r0 = vbase + (j0 + j) * a.v->nb[1];
-                const char * r1 = j + 1 < kb ? r0 + a.v->nb[1] : nullptr;
-                uint32_t *   o  = vp + (j / 2) * ldvp;
-                for (int64_t d = 0; d < ldvp; d += 16) {
-                    const __m512i h0 = j < kb ? v_lanes(a.v->type, r0, d, Dv) : _mm512_setzero_si512();
-                    const __m512i h1 = r1 ? v_lanes(a.v->type, r1, d, Dv) : _mm512_setzero_si512();
-                    _mm512_store_si512(o + d, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+            // scores -> probabilities, per lane (query) online softmax
+            __m512 corr[QV];
+            bool   live = false;
+            for (int c = 0; c < QV; ++c) {
+                if (raw) {
+                    bm[c] = _mm512_mul_ps(bm[c], vscale);
+                } else {
+                    bm[c] = _mm512_set1_ps(-INFINITY);
+                    for (int64_t j = 0; j < kb; ++j) {
+                        float * p = st + j * QBS + 16 * c;
+                        __m512  x = _mm512_mul_ps(_mm512_load_ps(p), vscale);
+                        if (softcap) x = _mm512_mul_ps(vcap, v_tanh(_mm512_mul_ps(x, vicap)));
+                        if (mbase) x = _mm512_add_ps(x, _mm512_load_ps(mt + j * QBS + 16 * c)); // lanes >= nq: unused
+                        _mm512_store_ps(p, x);
+                        bm[c] = _mm512_max_ps(bm[c], x);
+                    }
                 }
+                const __m512    mold  = _mm512_load_ps(mx + 16 * c);
+                const __m512    mnew  = _mm512_max_ps(mold, bm[c]);
+                const __mmask16 dead  = _mm512_cmp_ps_mask(mnew, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+                live |= dead != 0xFFFF;
+                // lanes that have seen nothing yet use 0 as the max: every exp is then of -inf -> 0
+                const __m512    muse  = _mm512_mask_blend_ps(dead, mnew, _mm512_setzero_ps());
+                corr[c]               = v_exp(_mm512_sub_ps(mold, muse));
+                __m512          lsum  = _mm512_setzero_ps();
+                if (BF) {
+                    // probabilities rounded to bf16 and paired along kv; the normaliser sums the
+                    // rounded values (kbp is even: rows past kb are zero)
+                    for (int64_t j = 0; j < kbp; j += 2) {
+                        const __m512  e0 = j < kb ? p_exp(_mm512_load_ps(st + j * QBS + 16 * c), escale, muse)
+                                                  : _mm512_setzero_ps();
+                        const __m512  e1 = j + 1 < kb ? p_exp(_mm512_load_ps(st + (j + 1) * QBS + 16 * c), escale, muse)
+                                                      : _mm512_setzero_ps();
+                        const __m512i pr = _mm512_permutexvar_epi16(pair_idx, (__m512i) _mm512_cvtne2ps_pbh(e1, e0));
+                        _mm512_store_si512(pp + (j / 2) * QBS + 16 * c, pr);
+                        // += 1 * P[j] + 1 * P[j+1]: exact products, the same two F32 adds
+                        lsum = _mm512_dpbf16_ps(lsum, as_bh(pr), as_bh(ones));
+                    }
+                } else {
+                    for (int64_t j = 0; j < kb; ++j) {
+                        float *      p = st + j * QBS + 16 * c;
+                        const __m512 e = p_exp(_mm512_load_ps(p), escale, muse);
+                        _mm512_store_ps(p, e);
+                        lsum = _mm512_add_ps(lsum, e);
+                    }
+                    for (int64_t j = kb; j < kbp; ++j) _mm512_store_ps(st + j * QBS + 16 * c, _mm512_setzero_ps());
+                }
+                _mm512_store_ps(mx + 16 * c, mnew);
+                _mm512_store_ps(sm + 16 * c, _mm512_fmadd_ps(_mm512_load_ps(sm + 16 * c), corr[c], lsum));
             }
-            for (int64_t d0 = 0; d0 < dvpad; d0 += ND) value_tile_bf<QV>(vp, ldvp, pp, QBS, kbp / 2, ot, corr, d0);
-        } else {
-            for (int64_t j = 0; j < kbp; ++j) {
-                if (j < kb) widen(a.v->type, vbase + (j0 + j) * a.v->nb[1], vf + j * l.ldv, Dv, dv_pad);
-                else        fill0(vf + j * l.ldv, dv_pad);
+            if (!live) continue;
+
+            if (!v_ready) {
+                if (BF) {
+                    for (int64_t j = 0; j < kbp; j += 2) {
+                        const char * r0 = vbase + (j0 + j) * a.v->nb[1];
+                        const char * r1 = j + 1 < kb ? r0 + a.v->nb[1] : nullptr;
+                        uint32_t *   o  = vp + (j / 2) * ldvp;
+                        for (int64_t d = 0; d < ldvp; d += 16) {
+                            const __m512i h0 = j < kb ? v_lanes(a.v->type, r0, d, Dv) : _mm512_setzero_si512();
+                            const __m512i h1 = r1 ? v_lanes(a.v->type, r1, d, Dv) : _mm512_setzero_si512();
+                            _mm512_store_si512(o + d, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+                        }
+                    }
+                } else {
+                    for (int64_t j = 0; j < kbp; ++j) {
+                        if (j < kb) widen(a.v->type, vbase + (j0 + j) * a.v->nb[1], vf + j * l.ldv, Dv, dv_pad);
+                        else        fill0(vf + j * l.ldv, dv_pad);
+                    }
+                }
+                v_ready = true;
             }
-            for (int64_t d0 = 0; d0 < dv_pad; d0 += ND) value_tile<QV>(vf, l.ldv, st, QBS, kbp, ot, corr, d0);
+            if (BF) {
+                for (int64_t d0 = 0; d0 < dvpad; d0 += ND) value_tile_bf<QV>(vp, ldvp, pp, QBS, kbp / 2, ot, corr, d0);
+            } else {
+                for (int64_t d0 = 0; d0 < dv_pad; d0 += ND) value_tile<QV>(vf, l.ldv, st, QBS, kbp, ot, corr, d0);
+            }
         }
     }
 
     // normalise (with the optional sink logit) and store each query's row
-    for (int64_t i = 0; i < nq; ++i) {
-        float m   = mx[i];
-        float sum = sm[i];
-        float r   = 1.0f;
-        if (a.sinks && ((const float *) a.sinks->data)[h] != -INFINITY) {
-            const float sv = ((const float *) a.sinks->data)[h];
-            if (sv > m) {
-                r   = m == -INFINITY ? 0.0f : std::exp(m - sv);
-                sum *= r;
-                m   = sv;
+    for (int g = 0; g < ng; ++g) {
+        const int64_t h = t[g].h, s = t[g].s, iq0 = t[g].iq0, nq = t[g].nq;
+        const float * ot = ots[g];
+        const float * mx = ws + l.off_m + g * QBS_MAX;
+        const float * sm = ws + l.off_l + g * QBS_MAX;
+        for (int64_t i = 0; i < nq; ++i) {
+            float m   = mx[i];
+            float sum = sm[i];
+            float r   = 1.0f;
+            if (a.sinks && ((const float *) a.sinks->data)[h] != -INFINITY) {
+                const float sv = ((const float *) a.sinks->data)[h];
+                if (sv > m) {
+                    r   = m == -INFINITY ? 0.0f : std::exp(m - sv);
+                    sum *= r;
+                    m   = sv;
+                }
+                sum += std::exp(sv - m);
             }
-            sum += std::exp(sv - m);
+            const float inv = sum > 0.0f ? r / sum : 0.0f;
+            float *     out = (float *) ((char *) a.dst->data + h * a.dst->nb[1] + (iq0 + i) * a.dst->nb[2] + s * a.dst->nb[3]);
+            for (int64_t d = 0; d < Dv; ++d) out[d] = ot[d * QBS + i] * inv;
         }
-        const float inv = sum > 0.0f ? r / sum : 0.0f;
-        float *     out = (float *) ((char *) a.dst->data + h * a.dst->nb[1] + (iq0 + i) * a.dst->nb[2] + s * a.dst->nb[3]);
-        for (int64_t d = 0; d < Dv; ++d) out[d] = ot[d * QBS + i] * inv;
     }
 }
 
@@ -504,21 +593,32 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
 
     int64_t u0, u1;
     ggml_cpu_split_range(n_units, ith, nth, &u0, &u1);
-    for (int64_t u = u0; u < u1; ++u) {
+    for (int64_t u = u0; u < u1;) {
         if (ggml_cpu_should_abort(params)) return;
-        const int64_t qt  = u % n_qt;
-        const int64_t h   = (u / n_qt) % a.n_head;
-        const int64_t s   = u / (n_qt * a.n_head);
-        const int64_t iq0 = qt * qb;
-        const int64_t nq  = min_i(qb, a.n_q - iq0);
+        // next chunk: up to G_MAX consecutive tiles with one tile width that read the same K/V head
+        tile t[G_MAX];
+        int  ng = 0, qv = 0;
+        for (; u < u1 && ng < G_MAX; ++u) {
+            const int64_t qt  = u % n_qt;
+            const int64_t h   = (u / n_qt) % a.n_head;
+            const int64_t s   = u / (n_qt * a.n_head);
+            const int64_t iq0 = qt * qb;
+            const int64_t nq  = min_i(qb, a.n_q - iq0);
+            const int     w   = nq > 32 ? 4 : nq > 16 ? 2 : 1;
+            if (ng > 0 && (w != qv || h / a.rk2 != t[0].h / a.rk2 || h / a.rv2 != t[0].h / a.rv2 ||
+                           s / a.rk3 != t[0].s / a.rk3 || s / a.rv3 != t[0].s / a.rv3))
+                break;
+            t[ng++] = {h, s, iq0, nq};
+            qv      = w;
+        }
         if (bf) {
-            if (nq > 32)      run_tile<4, true>(a, l, ws, h, s, iq0, nq);
-            else if (nq > 16) run_tile<2, true>(a, l, ws, h, s, iq0, nq);
-            else              run_tile<1, true>(a, l, ws, h, s, iq0, nq);
+            if (qv == 4)      run_chunk<4, true>(a, l, ws, t, ng);
+            else if (qv == 2) run_chunk<2, true>(a, l, ws, t, ng);
+            else              run_chunk<1, true>(a, l, ws, t, ng);
         } else {
-            if (nq > 32)      run_tile<4, false>(a, l, ws, h, s, iq0, nq);
-            else if (nq > 16) run_tile<2, false>(a, l, ws, h, s, iq0, nq);
-            else              run_tile<1, false>(a, l, ws, h, s, iq0, nq);
+            if (qv == 4)      run_chunk<4, false>(a, l, ws, t, ng);
+            else if (qv == 2) run_chunk<2, false>(a, l, ws, t, ng);
+            else              run_chunk<1, false>(a, l, ws, t, ng);
         }
     }
 }
