@@ -584,6 +584,48 @@ TEST(Int8Alias, output_overlapping_input_uses_workspace) {
     }
 }
 
+// The weight (and the weight scales and bias) under the output: prepare sees the addresses and
+// reserves the weight's copy; without the overlap nothing of that size is reserved.
+TEST(Int8Alias, output_overlapping_weight_uses_workspace) {
+    const int64_t K = 96, N = 48, rows = 7; // output 1344 bytes over the 4608-byte weight
+    for (path p : test_paths()) {
+        path_scope ps(p);
+        SCOPED_TRACE(sd_int8::path_name(p));
+        std::mt19937 rng(23);
+        lcase        c{K, N, rows, 1, 0, true, true};
+        data         d = make_data(c, rng);
+        ctx_holder   h;
+        ggml_tensor * w  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, N);
+        ggml_tensor * ws = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, N);
+        ggml_tensor * b  = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, N);
+        ggml_tensor * x  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, rows);
+        ggml_tensor * xs = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, rows);
+        ggml_tensor * y  = ggml_mul_mat_i8_tensorwise(h.ctx, w, x, ws, b, 0, xs);
+        ASSERT_NE(y, nullptr);
+        ggml_backend_buffer_t buf =
+            ggml_backend_buft_alloc_buffer(ggml_backend_get_default_buffer_type(E().be), 1 << 20);
+        char * base = (char *) ggml_backend_buffer_get_base(buf);
+        size_t off  = 0;
+        auto   next = [&](ggml_tensor * t) {
+            char * at = base + off;
+            off += (ggml_nbytes(t) + 255) & ~(size_t) 255;
+            return at;
+        };
+        for (ggml_tensor * t : {w, ws, b, x, xs}) ASSERT_EQ(ggml_backend_tensor_alloc(buf, t, next(t)), GGML_STATUS_SUCCESS);
+        ASSERT_EQ(ggml_backend_tensor_alloc(buf, y, (char *) w->data + 64), GGML_STATUS_SUCCESS);
+        set(w, d.w);
+        set(ws, d.ws);
+        set(b, d.b);
+        set(x, d.xi);
+        set(xs, d.xs);
+        ASSERT_EQ(compute(h.ctx, {y}), GGML_STATUS_SUCCESS);
+        std::vector<float> yr((size_t) (rows * N));
+        ref_linear(d.xi.data(), d.xs.data(), d.w.data(), d.ws.data(), d.b.data(), rows, K, N, yr.data());
+        EXPECT_EQ(get<float>(y), yr);
+        ggml_backend_buffer_free(buf);
+    }
+}
+
 TEST(Int8Alias, quantize_output_overlapping_input) {
     const int64_t K = 64, rows = 10;
     for (path p : test_paths()) {

@@ -295,6 +295,8 @@ void unit_scalar(const gemm_problem & p, int64_t r0, int64_t r1, int64_t n0, int
 }
 } // namespace
 
+bool gemm_vnni_splits_k(int64_t K) { return pad_up(K, 4) > KC; }
+
 // Work units are NC-channel panels (times row blocks only when there are too few panels to keep
 // every thread busy). A unit packs its weight panel one k-block at a time into the thread's
 // buffer, so the weight is read from memory once per unit and never written back packed.
@@ -363,6 +365,8 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
 bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
     return gemm_portable(p, ith, nth, stop);
 }
+
+bool gemm_vnni_splits_k(int64_t) { return false; } // the portable GEMM keeps whole sums
 
 #endif
 

@@ -89,5 +89,8 @@ inline int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (r
 // Each thread ith of nth computes its share; returns false if aborted.
 bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
 bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
+// Whether the VNNI GEMM runs K in more than one k-block (its int32 partial sums then wait between
+// blocks in the output, or in gemm_problem::partial when that is set).
+bool gemm_vnni_splits_k(int64_t K);
 
 } // namespace sd_int8

@@ -103,6 +103,7 @@ constexpr int64_t MAX_K = 131072; // |sum| <= K * 128 * 128 < 2^31: the int32 su
 
 size_t  align64(size_t x) { return (x + 63) & ~(size_t) 63; }
 
+using sd_cpu::output_may_overlap;
 using sd_cpu::overlaps;
 
 bool is_f32_vec(const ggml_tensor * t, int64_t n) {
@@ -215,7 +216,11 @@ struct linear_state {
     path    p;
     int     kind, group;
     int64_t K, N, rows, K4;
-    bool    fused; // the gate / residual epilogue (off_gate, off_res valid)
+    bool    fused; // the gate / residual epilogue
+    // optional workspace parts, reserved only where prepare could not rule the need out: the
+    // weight's copy (output overlapping it), the gate's copy, the residual's copy (output partly
+    // overlapping it) or the int32 partial sums (output exactly the residual and K split in blocks)
+    bool    wcopy, gate_copy, res_space;
     // workspace layout (byte offsets); off_res holds either the residual's copy (output partly
     // overlapping it) or the int32 partial sums (output exactly the residual)
     size_t off_act, off_scale, off_rowsum, off_wcopy, off_wscale, off_bias, off_gate, off_res, total;
@@ -253,8 +258,21 @@ bool linear_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
     }
 }
 
-// node: the linear; fused: reserve the epilogue's gate and residual space too
-ggml_status linear_prepare_node(const ggml_tensor * node, bool fused, void ** state, size_t * ws) {
+// Whether the step's output may need the residual space (see linear_state::res_space). A fresh
+// output (no address yet, not a view) is never placed over the weight or the gate, but as an ADD
+// it may be placed exactly over the residual (the allocator's in-place reuse).
+bool residual_space_needed(const ggml_tensor * out, const ggml_tensor * residual, int64_t K, path p) {
+    if (!residual) return false;
+    const bool splits = p != path::portable && gemm_vnni_splits_k(K);
+    if (out->data == nullptr) return out->view_src != nullptr || splits;
+    if (out->data == residual->data && ggml_nbytes(out) == ggml_nbytes(residual)) return splits;
+    return overlaps(out, residual);
+}
+
+// node: the linear; out: the step's output (node, or the fused chain's last node); gate /
+// residual: the fused epilogue's operands (NULL for the plain linear).
+ggml_status linear_prepare_node(const ggml_tensor * node, const ggml_tensor * out, const ggml_tensor * gate,
+                                const ggml_tensor * residual, bool fused, void ** state, size_t * ws) {
     sd_linear_i8_attrs  at{};
     ggml_ext_get_attrs(node, &at, sizeof(at));
     linear_state * st = new (std::nothrow) linear_state{};
@@ -270,12 +288,16 @@ ggml_status linear_prepare_node(const ggml_tensor * node, bool fused, void ** st
     st->off_act    = o; o = align64(o + (size_t) (st->rows * st->K4));
     st->off_scale  = o; o = align64(o + sizeof(float) * (size_t) st->rows);
     st->off_rowsum = o; o = align64(o + sizeof(int32_t) * (size_t) st->rows);
-    st->off_wcopy  = o; o = align64(o + (size_t) st->N * (size_t) st->K); // the weight, if the output overlaps it
+    const ggml_tensor * weight = node->src[0];
+    st->wcopy      = output_may_overlap(out, &weight, 1);
+    st->gate_copy  = gate && output_may_overlap(out, &gate, 1);
+    st->res_space  = residual_space_needed(out, residual, st->K, st->p);
+    st->off_wcopy  = o; o = st->wcopy ? align64(o + (size_t) st->N * (size_t) st->K) : o;
     st->off_wscale = o; o = align64(o + sizeof(float) * (size_t) st->N);
     st->off_bias   = o; o = align64(o + sizeof(float) * (size_t) st->N);
     st->fused      = fused;
-    st->off_gate   = o; o = fused ? align64(o + sizeof(float) * (size_t) st->N) : o;
-    st->off_res    = o; o = fused ? align64(o + sizeof(float) * (size_t) (st->rows * st->N)) : o;
+    st->off_gate   = o; o = st->gate_copy ? align64(o + sizeof(float) * (size_t) st->N) : o;
+    st->off_res    = o; o = st->res_space ? align64(o + sizeof(float) * (size_t) (st->rows * st->N)) : o;
     st->total      = o + 64; // room to align the base
     *state = st;
     *ws    = st->total;
@@ -283,7 +305,8 @@ ggml_status linear_prepare_node(const ggml_tensor * node, bool fused, void ** st
 }
 
 ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
-    return linear_prepare_node(nodes->nodes[nodes->n_nodes - 1], false, state, ws);
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    return linear_prepare_node(node, node, nullptr, nullptr, false, state, ws);
 }
 
 struct linear_task {
@@ -399,6 +422,12 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
     t.gate_to_ws   = gate && overlaps(out, gate);
     const bool res_inplace = residual && same_bytes(out, residual);
     t.res_to_ws    = residual && !res_inplace && overlaps(out, residual);
+    // in place over the residual with K in several blocks: partial sums must not pass through the output
+    const bool partials = res_inplace && vnni && gemm_vnni_splits_k(st->K);
+    // prepare reserves what the addresses it saw could need; addresses that changed since then
+    // in a way it could not foresee are refused rather than written past the workspace
+    if ((t.w_to_ws && !st->wcopy) || (t.gate_to_ws && !st->gate_copy) || ((t.res_to_ws || partials) && !st->res_space))
+        return GGML_STATUS_FAILED;
     t.gate_src     = gate ? (const float *) gate->data : nullptr;
     t.res_src      = residual ? (const float *) residual->data : nullptr;
 
@@ -416,8 +445,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
     g.y        = (float *) out->data;
     g.gate     = gate ? (t.gate_to_ws ? (const float *) (t.ws + st->off_gate) : t.gate_src) : nullptr;
     g.residual = residual ? (t.res_to_ws ? (const float *) (t.ws + st->off_res) : t.res_src) : nullptr;
-    // in place over the residual: partial sums must not pass through the output
-    g.partial  = res_inplace ? (int32_t *) (t.ws + st->off_res) : nullptr;
+    g.partial  = partials ? (int32_t *) (t.ws + st->off_res) : nullptr;
     g.next_unit = &t.next_unit;
 
     ggml_status s = svc->parallel_for(backend, linear_phase1, &t);
@@ -506,7 +534,10 @@ int epilogue_match(ggml_backend_dev_t, const ggml_cgraph * graph, int first, voi
 }
 
 ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
-    return linear_prepare_node(nodes->nodes[0], true, state, ws);
+    epilogue_chain c;
+    if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    return linear_prepare_node(c.lin, nodes->nodes[nodes->n_nodes - 1], c.gate, c.residual, true, state, ws);
 }
 
 ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void * state, void * ws, size_t ws_bytes,
