@@ -133,6 +133,17 @@ void widen(enum ggml_type type, const void * src, float * dst, int64_t n, int64_
 }
 
 // St[j][0..QV*16) = sum_d K[j][d] * Qt[d][...] for j in [j0, j0 + NJ); bm: max over rows < kb
+// Stores the NJ x QV score accumulators of rows j0.. into St and folds the real rows (those
+// below kb; the padding rows past kb are zeros) into the running max bm; shared by both paths.
+template <int QV>
+inline void store_scores(const __m512 (&acc)[NJ][QV], float * st, int64_t ldq, int64_t j0, int64_t kb, __m512 * bm) {
+    for (int r = 0; r < NJ; ++r)
+        for (int c = 0; c < QV; ++c) _mm512_store_ps(st + (j0 + r) * ldq + 16 * c, acc[r][c]);
+    for (int r = 0; r < NJ; ++r)
+        if (j0 + r < kb)
+            for (int c = 0; c < QV; ++c) bm[c] = _mm512_max_ps(bm[c], acc[r][c]);
+}
+
 template <int QV>
 inline void score_tile(const float * kbf, int64_t ldk, const float * qt, int64_t ldq, int64_t D, float * st, int64_t j0,
                        int64_t kb, __m512 * bm) {
@@ -157,12 +168,7 @@ inline void score_tile(const float * kbf, int64_t ldk, const float * qt, int64_t
             acc[3][c] = _mm512_fmadd_ps(b3, q[c], acc[3][c]);
         }
     }
-    for (int r = 0; r < NJ; ++r)
-        for (int c = 0; c < QV; ++c) _mm512_store_ps(st + (j0 + r) * ldq + 16 * c, acc[r][c]);
-    // running max of the raw scores of the real rows (the padding rows past kb are zeros)
-    for (int r = 0; r < NJ; ++r)
-        if (j0 + r < kb)
-            for (int c = 0; c < QV; ++c) bm[c] = _mm512_max_ps(bm[c], acc[r][c]);
+    store_scores<QV>(acc, st, ldq, j0, kb, bm);
 }
 
 // Ot[d][...] = Ot[d][...] * corr + sum_j V[j][d] * Pt[j][...] for d in [d0, d0 + ND)
@@ -250,12 +256,7 @@ inline void score_tile_bf(const uint16_t * kh, int64_t ldk, const uint32_t * qp,
             acc[3][c] = _mm512_dpbf16_ps(acc[3][c], b3, q[c]);
         }
     }
-    for (int r = 0; r < NJ; ++r)
-        for (int c = 0; c < QV; ++c) _mm512_store_ps(st + (j0 + r) * ldq + 16 * c, acc[r][c]);
-    // running max of the raw scores of the real rows (the padding rows past kb are zeros)
-    for (int r = 0; r < NJ; ++r)
-        if (j0 + r < kb)
-            for (int c = 0; c < QV; ++c) bm[c] = _mm512_max_ps(bm[c], acc[r][c]);
+    store_scores<QV>(acc, st, ldq, j0, kb, bm);
 }
 
 // Ot[d][...] = Ot[d][...] * corr + sum_j V[j][d] * P[j][...] for d in [d0, d0 + ND); vp, pp: pairs along j

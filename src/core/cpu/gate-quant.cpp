@@ -58,16 +58,9 @@ struct chain {
 };
 
 bool is_quantize_of(const ggml_tensor * q, const ggml_tensor * x, int * group) {
-    if (ggml_ext_get_op(q) != sd_op_quantize_i8_convrot() || q->src[0] != x || q->src[1] != nullptr) return false;
+    if (q->src[0] != x || !quantize_node_supported(q)) return false;
     sd_quantize_i8_attrs at{};
     ggml_ext_get_attrs(q, &at, sizeof(at));
-    const int64_t K = x->ne[0], rows = rows_of(x);
-    if (!valid_group(at.group) || K <= 0 || K % at.group != 0) return false;
-    if (x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
-    if (q->type != GGML_TYPE_I8 || !ggml_is_contiguous(q) || q->ne[0] != K || q->ne[1] != packed_ne1(K, rows) ||
-        q->ne[2] != 1 || q->ne[3] != 1) {
-        return false;
-    }
     *group = at.group;
     return true;
 }

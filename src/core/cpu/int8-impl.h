@@ -42,6 +42,11 @@ struct abort_poll {
 
 inline bool valid_group(int g) { return g == 1 || g == 4 || g == 16 || g == 64 || g == 256; }
 
+// Whether the CPU quantizer kernel runs this sd.quantize_i8_convrot.v1 node (its supports():
+// contiguous F32 input, a valid group dividing K, the packed output shape). Fusion rules that end
+// in a quantize node accept exactly these.
+bool quantize_node_supported(const ggml_tensor * node);
+
 // Quantizes one row of K floats (rotated in groups of `group` first when group > 1) into q[0..K)
 // and returns the row scale s_x; *rowsum receives the sum of the quantized values.
 // Defined behaviour for non-finite input: if any rotated value is NaN or ±Inf, the row is all

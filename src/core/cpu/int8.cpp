@@ -87,6 +87,18 @@ path resolve_path() {
     return path::portable;
 }
 
+bool quantize_node_supported(const ggml_tensor * node) {
+    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
+    const ggml_tensor * x = node->src[0];
+    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const int64_t K = x->ne[0], rows = rows_of(x);
+    if (!valid_group(at.group) || K <= 0 || K % at.group != 0) return false;
+    return node->type == GGML_TYPE_I8 && ggml_is_contiguous(node) && node->ne[0] == K &&
+           node->ne[1] == packed_ne1(K, rows) && node->ne[2] == 1 && node->ne[3] == 1;
+}
+
 } // namespace sd_int8
 
 namespace {
@@ -119,17 +131,7 @@ struct quant_state {
     int64_t K, rows;
 };
 
-bool quant_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
-    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
-    const ggml_tensor * x = node->src[0];
-    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    const int64_t K = x->ne[0], rows = rows_of(x);
-    if (!valid_group(at.group) || K <= 0 || K % at.group != 0) return false;
-    return node->type == GGML_TYPE_I8 && ggml_is_contiguous(node) && node->ne[0] == K &&
-           node->ne[1] == packed_ne1(K, rows) && node->ne[2] == 1 && node->ne[3] == 1;
-}
+bool quant_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) { return quantize_node_supported(node); }
 
 ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
     const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];

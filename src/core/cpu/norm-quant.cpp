@@ -64,17 +64,9 @@ bool is_row_vector(const ggml_tensor * t, int64_t K) {
            t->ne[2] == 1 && t->ne[3] == 1;
 }
 
-// sd.quantize_i8_convrot.v1 of `a` that the CPU quantizer kernel could run (same checks as its
-// supports(): group, K divisible, packed output shape).
+// sd.quantize_i8_convrot.v1 of `a` that the CPU quantizer kernel could run.
 bool is_quantize_of(const ggml_tensor * q, const ggml_tensor * a) {
-    if (q == nullptr || ggml_ext_get_op(q) != sd_op_quantize_i8_convrot()) return false;
-    if (q->src[0] != a || q->src[1] != nullptr) return false;
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(q, &at, sizeof(at));
-    const int64_t K = a->ne[0], rows = rows_of(a);
-    if (!sd_int8::valid_group(at.group) || K <= 0 || K % at.group != 0) return false;
-    return q->type == GGML_TYPE_I8 && ggml_is_contiguous(q) && q->ne[0] == K && q->ne[1] == packed_ne1(K, rows) &&
-           q->ne[2] == 1 && q->ne[3] == 1;
+    return q != nullptr && q->src[0] == a && sd_int8::quantize_node_supported(q);
 }
 
 // The number of nodes (6, 3 or 0) of the chain starting at nodes[0], n nodes available.
@@ -173,23 +165,13 @@ struct nq_job {
 
 // The chain's F32 values of one row, each op rounded on its own in graph order.
 void form_row(const nq_job & j, const float * x, float * a) {
+    if (j.scale == nullptr) { // the short chain RMSNorm -> Mul(weight)
+        sd_cpu_rms::rms_norm_mul_row(x, j.w, a, j.K, j.eps, j.avx512_rms);
+        return;
+    }
     const sd_cpu_rms::row_scale s = sd_cpu_rms::rms_row_scale(x, j.K, j.eps, j.avx512_rms);
     const float * w = j.w;
     const int64_t K = j.K;
-    if (j.scale == nullptr) {
-        if (s.avx512) {
-            for (int64_t i = 0; i < K; ++i) {
-                const float r = x[i] * s.f;
-                a[i]          = r * w[i];
-            }
-        } else {
-            for (int64_t i = 0; i < K; ++i) {
-                const float r = (float) ((double) x[i] * s.d);
-                a[i]          = r * w[i];
-            }
-        }
-        return;
-    }
     const float * ms = j.scale;
     const float * sh = j.shift;
     if (s.avx512) {
