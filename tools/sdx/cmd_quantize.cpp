@@ -15,7 +15,8 @@ static const char * const QUANTIZE_HELP =
     "left behind on failure).\n"
     "\n"
     "Options:\n"
-    "  --group G   ConvRot group: 1, 4, 16, 64 or 256 (default 256); 0 quantizes without rotation\n"
+    "  --group G   ConvRot group: 4, 16, 64 or 256 (default 256); 0 or 1 quantize without rotation\n"
+    "              (no ConvRot keys are written then)\n"
     "  --help      this text\n";
 
 int cmd_quantize(int argc, char ** argv) {
@@ -47,7 +48,8 @@ int cmd_quantize(int argc, char ** argv) {
     });
     p.finish();
     if (!ok) fail(err);
-    printf("sdx quantize: wrote %s (ConvRot group %d)\n", files[1].c_str(), group);
+    if (group > 1) printf("sdx quantize: wrote %s (ConvRot group %d)\n", files[1].c_str(), group);
+    else printf("sdx quantize: wrote %s (no rotation)\n", files[1].c_str());
     return 0;
 }
 
