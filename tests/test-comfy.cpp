@@ -355,6 +355,23 @@ size_t count(const std::string & s, const std::string & w) {
     return n;
 }
 
+// sdx run --weights with a NaN weight: one-line error naming the tensor, exit 1 (it used to run
+// and print "deviation nan" with exit 0).
+TEST(SdxRun, NonFiniteWeightsRefused) {
+    tmp_dir           d;
+    const std::string fl = d.file("nan.safetensors");
+    write_float_checkpoint(fl, small_config(), [](const std::string & name, std::vector<float> & v) {
+        if (name == "blocks.0.attn.wo.weight") v[300] = NAN;
+    });
+    for (const char * dt : {"f32", "int8"}) {
+        const tool_result r = sdx(std::string("run --weights '") + fl + "' --blocks 1 --tokens 24 --dtype " + dt + " --threads 2");
+        EXPECT_EQ(r.rc, 1) << r.out << r.err;
+        EXPECT_NE(r.err.find("\nsdx: error: "), std::string::npos) << r.err; // after the progress line
+        EXPECT_NE(r.err.find("'blocks.0.attn.wo.weight': NaN value at row 1, column 44"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out.find("deviation"), std::string::npos) << r.out;
+    }
+}
+
 TEST(SdxVerify, PassesCorrectFileFailsMisreadRotation) {
     tmp_dir           d;
     const std::string fl = d.file("float.safetensors"), q = d.file("q.safetensors");
