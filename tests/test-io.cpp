@@ -1196,6 +1196,27 @@ TEST(IoPython, RoundTripWithReferenceImplementation) {
     ASSERT_TRUE(sdio::write(ours, ts, {{"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\""}}, err)) << err;
     EXPECT_EQ(run_py("check " + sh_quote(ours)), 0);
 
+    // Every form ComfyUI reads, written by numpy + safetensors as a ComfyUI-side tool would.
+    const std::string forms = d.file("forms.safetensors");
+    ASSERT_EQ(run_py("write-comfy-forms " + sh_quote(forms)), 0);
+    r = sdio::reader::open(forms, err);
+    ASSERT_NE(r, nullptr) << err;
+    const struct { const char * name; int group; bool per_tensor; std::vector<float> scales; } forms_want[] = {
+        {"nested", 4, false, {0.5f, 0.25f, 0.125f}},
+        {"default", 256, false, {0.5f, 0.25f}},
+        {"scalar", 0, true, {0.375f, 0.375f, 0.375f, 0.375f}},
+        {"header", 16, false, {1.0f, 2.0f}},
+    };
+    for (const auto & f : forms_want) {
+        sdio::linear_module fm;
+        ASSERT_TRUE(sdio::read_linear(*r, f.name, fm, err)) << err;
+        EXPECT_TRUE(fm.int8) << f.name;
+        EXPECT_EQ(fm.convrot, f.group > 0) << f.name;
+        EXPECT_EQ(fm.group, f.group) << f.name;
+        EXPECT_EQ(fm.per_tensor_scale, f.per_tensor) << f.name;
+        EXPECT_EQ(fm.weight_scale, f.scales) << f.name;
+    }
+
     const std::string src = d.file("src.safetensors"), q = d.file("q.safetensors");
     ASSERT_EQ(run_py("write-float " + sh_quote(src)), 0);
     ASSERT_TRUE(sdio::quantize_file(src, q, 16, err, nullptr)) << err;
