@@ -401,6 +401,27 @@ TEST(SdxVerify, PassesCorrectFileFailsMisreadRotation) {
     EXPECT_EQ(r.rc, 1) << r.err;
     EXPECT_EQ(count(r.out, " FAIL"), 8u) << r.out;
 
+    // sdx quantize --group 1 = no rotation: no ConvRot keys (comfy-kitchen refuses a size-1
+    // Hadamard), and the file verifies; --group 8 is refused, 1024 accepted
+    const std::string g1 = d.file("g1.safetensors");
+    r                    = sdx("quantize '" + fl + "' '" + g1 + "' --group 1");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("no rotation"), std::string::npos) << r.out;
+    {
+        std::string err;
+        auto        rd = sdio::reader::open(g1, err);
+        ASSERT_NE(rd, nullptr) << err;
+        const sdio::tensor_view * cq = rd->find("blocks.0.attn.wq.comfy_quant");
+        ASSERT_NE(cq, nullptr);
+        EXPECT_EQ(std::string((const char *) cq->data, cq->nbytes), "{\"format\": \"int8_tensorwise\"}");
+    }
+    r = sdx("verify '" + g1 + "' '" + fl + "'");
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_EQ(count(r.out, "no rotation"), 8u) << r.out;
+    EXPECT_EQ(sdx("quantize '" + fl + "' '" + d.file("g8.safetensors") + "' --group 8").rc, 2);
+    r = sdx("quantize '" + fl + "' '" + d.file("g1024.safetensors") + "' --group 1024");
+    EXPECT_EQ(r.rc, 0) << r.err; // every module's input (256, 512) is below 1024: all stay float
+
     // bad input: exit 2
     EXPECT_EQ(sdx("verify '" + q + "'").rc, 2);
     EXPECT_EQ(sdx("verify '" + q + "' '" + d.file("missing.safetensors") + "'").rc, 2);
