@@ -676,7 +676,7 @@ TEST(IoComfyInt8, ReadsNestedParamsForm) {
     s.comfy = "{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":true},\"convrot_groupsize\":64,\"per_row\":true}";
     m       = expect_module(s);
     EXPECT_EQ(m.group, 64);
-    s.comfy = "{\"format\":\"int8_tensorwise\",\"convrot\":true,\"params\":{\"convrot\":true,\"convrot_groupsize\":16.0}}";
+    s.comfy = "{\"format\":\"int8_tensorwise\",\"convrot\":true,\"convrot_groupsize\":16,\"params\":{\"convrot\":true,\"convrot_groupsize\":16.0}}";
     m       = expect_module(s);
     EXPECT_EQ(m.group, 16) << "an integral float reads as ComfyUI's int() does";
     // params.convrot false: no rotation, even with a group size (ComfyUI ignores it then)

@@ -88,8 +88,9 @@ const json::value * pick(const json::value & top, const json::value * params, co
     const json::value * a = top.get(key);
     const json::value * b = params ? params->get(key) : nullptr;
     if (a && b) {
+        int64_t    ia = 0, ib = 0;
         const bool same = (a->is_bool() && b->is_bool() && a->b == b->b) ||
-                          (a->is_number() && b->is_number() && a->num == b->num && a->is_int == b->is_int && a->i == b->i);
+                          (integral(*a, ia) && integral(*b, ib) && ia == ib); // 16 and 16.0 agree
         if (!same) {
             why = std::string("\"") + key + "\" is given both at the top level and in \"params\" with different values";
             return nullptr;
@@ -102,6 +103,7 @@ const json::value * pick(const json::value & top, const json::value * params, co
 // [out, in]. why: the reason, without the tensor prefix.
 bool interpret_quant(const json::value & v, int64_t out, int64_t in, quant_config & cfg, std::string & why) {
     cfg = quant_config();
+    why.clear(); // pick() reports through it
     if (!v.is_object()) { why = "comfy_quant JSON is not an object"; return false; }
     for (const auto & kv : v.obj) {
         if (one_of(kv.first, k_read_keys) || one_of(kv.first, k_descriptive_keys)) continue;
