@@ -172,6 +172,25 @@ TEST(ComfyModel, NestedParamsFormRunsRotated) {
     EXPECT_LT(e, 0.03);
 }
 
+// full_precision_matrix_mult: ComfyUI dequantizes and multiplies in float. The INT8 model
+// refuses it (naming the module); F32 and BF16 dequantize anyway and run it.
+TEST(ComfyModel, FullPrecisionMatmulHonored) {
+    tmp_dir           d;
+    const std::string fl = d.file("float.safetensors"), q = d.file("q.safetensors"), fp = d.file("fp.safetensors");
+    write_float_checkpoint(fl, small_config());
+    std::string err;
+    ASSERT_TRUE(sdio::quantize_file(fl, q, 16, err, nullptr)) << err;
+    rewrite(q, fp, [](const std::string &) {
+        return std::string("{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": 16, \"full_precision_matrix_mult\": true}");
+    });
+    const run_out i8 = run_checkpoint(fp, krea2::wtype::int8);
+    EXPECT_FALSE(i8.ok);
+    EXPECT_NE(i8.err.find("blocks.0.attn.wq.comfy_quant: full_precision_matrix_mult"), std::string::npos) << i8.err;
+    const run_out a = run_checkpoint(fp, krea2::wtype::f32), b = run_checkpoint(q, krea2::wtype::f32);
+    ASSERT_TRUE(a.ok && b.ok) << a.err << b.err;
+    EXPECT_EQ(0, std::memcmp(a.y.data(), b.y.data(), a.y.size() * sizeof(float)));
+}
+
 // Item 3: one scalar scale for the whole matrix equals the same value given per row, bit for bit.
 TEST(ComfyModel, PerTensorScalarScaleBroadcasts) {
     tmp_dir           d;

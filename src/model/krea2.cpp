@@ -297,6 +297,13 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
             if (type == wtype::int8) {
                 float * sc = (float *) ls[k]->scale->data;
                 if (l.is_i8) {
+                    if (l.full_precision) {
+                        // ComfyUI dequantizes such a module and multiplies in float; running it
+                        // on INT8 activations would compute something else.
+                        err = "tensor " + name + ".comfy_quant: full_precision_matrix_mult asks for a float matmul, which the "
+                              "INT8 model does not do; run with --dtype bf16 or f32 (the weights are dequantized then)";
+                        return false;
+                    }
                     if (!check_int8_layout(l, name, err)) return false;
                     std::memcpy(dst, l.i8.data(), n);
                     std::memcpy(sc, l.scale.data(), (size_t) out * sizeof(float));

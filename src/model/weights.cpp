@@ -28,6 +28,7 @@ class checkpoint_source : public weight_source {
             l.out           = m.out;
             l.is_i8         = m.int8;
             l.group         = m.convrot ? m.group : 0;
+            l.full_precision = m.full_precision_mm;
             l.f32           = std::move(m.weight_f32);
             l.i8            = std::move(m.weight_i8);
             l.scale         = std::move(m.weight_scale);
