@@ -495,6 +495,11 @@ TEST(SdxVerify, BoundsSeparateCorrectFromMisread) {
     ASSERT_TRUE(sdio::verify_module(q, f, 8, 1, c, err)) << err;
     std::printf("correct: weight %.3f, linear %.3f of bound\n", c.weight_ratio, c.linear_ratio);
     EXPECT_TRUE(c.pass());
+    for (int t : {2, 3, 64, 100}) { // the same numbers whatever the thread count (64 rows: one each; 100: capped)
+        sdio::module_check ct;
+        ASSERT_TRUE(sdio::verify_module(q, f, 8, 1, ct, err, t)) << err;
+        EXPECT_EQ(0, std::memcmp(&ct, &c, sizeof c)) << t << " threads";
+    }
     EXPECT_LT(c.weight_ratio, 0.5);
     EXPECT_LT(c.linear_ratio, 0.7);
     q.convrot = false;

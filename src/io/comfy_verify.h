@@ -41,7 +41,9 @@ struct module_check {
 
 // q: an int8 module (read_linear); f: the float module of the same name and shape. rows >= 1.
 // False (err says why) when the two cannot be compared (q not int8, f not float, shapes or
-// bias presence differ).
-bool verify_module(const linear_module & q, const linear_module & f, int rows, uint64_t seed, module_check & out, std::string & err);
+// bias presence differ). threads: output rows split over that many threads; the results are
+// the same for every thread count (per-row partial results, reduced in row order).
+bool verify_module(const linear_module & q, const linear_module & f, int rows, uint64_t seed, module_check & out, std::string & err,
+                   int threads = 1);
 
 } // namespace sdio

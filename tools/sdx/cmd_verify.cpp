@@ -7,12 +7,14 @@
 #include "io/comfy_verify.h"
 #include "io/safetensors.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 namespace sdx {
 
 static const char * const VERIFY_HELP =
-    "usage: sdx verify QUANT.safetensors FLOAT.safetensors [--rows N] [--seed S] [--only TEXT]\n"
+    "usage: sdx verify QUANT.safetensors FLOAT.safetensors [--rows N] [--seed S] [--only TEXT] [--threads N]\n"
     "\n"
     "For every ComfyUI int8_tensorwise module <m> of QUANT (configured by <m>.comfy_quant or the\n"
     "header's _quantization_metadata, read as ComfyUI reads them), compares with <m> of FLOAT:\n"
@@ -34,6 +36,7 @@ static const char * const VERIFY_HELP =
     "  --rows N     random input rows for the linear check (default 4)\n"
     "  --seed S     seed of the random inputs (default 1)\n"
     "  --only TEXT  check only the modules whose name contains TEXT\n"
+    "  --threads N  threads (default: all cores; the results do not depend on it)\n"
     "  --help       this text\n";
 
 namespace {
@@ -51,6 +54,7 @@ int cmd_verify(int argc, char ** argv) {
     int                      rows = 4;
     uint64_t                 seed = 1;
     std::string              only;
+    int                      threads = (int) std::max(1u, std::thread::hardware_concurrency());
     args                     a(argc, argv);
     while (a.next()) {
         const std::string s = a.cur();
@@ -61,6 +65,7 @@ int cmd_verify(int argc, char ** argv) {
         if (s == "--rows") rows = (int) a.int_value(1, 4096);
         else if (s == "--seed") seed = (uint64_t) a.int_value(0, INT64_MAX);
         else if (s == "--only") only = a.value();
+        else if (s == "--threads") threads = (int) a.int_value(1, 512);
         else if (!s.empty() && s[0] == '-' && s != "-") usage_error("verify: unknown option '" + s + "' (try 'sdx verify --help')");
         else files.push_back(s);
     }
@@ -96,7 +101,7 @@ int cmd_verify(int argc, char ** argv) {
         sdio::module_check  c;
         std::string         why;
         const bool          ok = sdio::read_linear(*qr, m, q, why, &qh) && sdio::read_linear(*fr, m, f, why, &fh) &&
-                        sdio::verify_module(q, f, rows, seed, c, why);
+                        sdio::verify_module(q, f, rows, seed, c, why, threads);
         if (!ok) {
             ++n_bad;
             printf("  %-40s ERROR %s\n", m.c_str(), why.c_str());
