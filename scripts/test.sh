@@ -13,6 +13,8 @@ echo "== Release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
+scripts/test-install.sh
+if [ "${SD_TEST_UPSTREAM:-0}" = 1 ]; then scripts/test-upstream.sh; fi
 
 if ((sanitize)); then
     echo "== Sanitizer build (address;undefined) and tests"
