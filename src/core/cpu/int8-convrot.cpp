@@ -8,7 +8,8 @@
 // 1..64), stored to the per-thread scratch, then the cross-block stages 256, 1024, ... over the
 // scratch, two stages per pass where possible (16 vectors at stride s carry the quartets of
 // stage s and of stage 4s). Each stage is elementwise the same float operations in the same
-// order as the scalar definition, so the result is bit-identical whatever the split.
+// order as the scalar definition, so the result is bit-identical whatever the split. The last
+// pass also takes the amax (exact in any order).
 
 #include "int8-impl.h"
 #include "int8-x86.h"
@@ -236,20 +237,38 @@ SD_AVX512_TARGET inline void rotate_vectors(__m512 * v, int nv, const rot_ctx & 
     }
 }
 
+// |v| into the running max, and a flag per lane for NaN or |v| > FLT_MAX (max is exact in any
+// order, so where it is taken does not change the result).
+struct amax_acc {
+    __m512    vmax;
+    __mmask16 bad;
+};
+
+SD_AVX512_TARGET inline void amax_add(amax_acc & m, __m512 v) {
+    const __m512 a = _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff)));
+    m.bad |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+    m.vmax = _mm512_max_ps(m.vmax, a);
+}
+
 // Stages s = 256, 1024, ... (< group) over a group already through the in-register stages, in
-// place in 64-byte aligned memory.
-SD_AVX512_TARGET void cross_block_stages(float * g, int group) {
+// place in 64-byte aligned memory; the last pass also takes the group's amax.
+SD_AVX512_TARGET void cross_block_stages(float * g, int group, amax_acc & m) {
     int64_t s = 256;
     while (s < group) {
-        if (s * 16 <= group) { // stages s and 4s in one pass
+        const bool two  = s * 16 <= group;
+        const bool last = (two ? s * 16 : s * 4) == group;
+        if (two) { // stages s and 4s in one pass
             for (int64_t blk = 0; blk < group; blk += 16 * s) {
                 for (int64_t j = 0; j < s; j += 16) {
                     float * p = g + blk + j;
                     __m512  v[16];
-                    for (int m = 0; m < 16; ++m) v[m] = _mm512_load_ps(p + m * s);
+                    for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(p + i * s);
                     for (int b = 0; b < 16; b += 4) stage_vec(v[b], v[b + 1], v[b + 2], v[b + 3]);
                     for (int b = 0; b < 4; ++b) stage_vec(v[b], v[b + 4], v[b + 8], v[b + 12]);
-                    for (int m = 0; m < 16; ++m) _mm512_store_ps(p + m * s, v[m]);
+                    for (int i = 0; i < 16; ++i) {
+                        _mm512_store_ps(p + i * s, v[i]);
+                        if (last) amax_add(m, v[i]);
+                    }
                 }
             }
             s *= 16;
@@ -264,6 +283,12 @@ SD_AVX512_TARGET void cross_block_stages(float * g, int group) {
                     _mm512_store_ps(p + s, b);
                     _mm512_store_ps(p + 2 * s, c);
                     _mm512_store_ps(p + 3 * s, d);
+                    if (last) {
+                        amax_add(m, a);
+                        amax_add(m, b);
+                        amax_add(m, c);
+                        amax_add(m, d);
+                    }
                 }
             }
             s *= 4;
@@ -271,15 +296,15 @@ SD_AVX512_TARGET void cross_block_stages(float * g, int group) {
     }
 }
 
-// One group > 256 of x rotated into out (64-byte aligned).
-SD_AVX512_TARGET void rotate_group_large(const float * x, float * out, const rot_ctx & rc) {
+// One group > 256 of x rotated into out (64-byte aligned); its amax accumulated into m.
+SD_AVX512_TARGET void rotate_group_large(const float * x, float * out, const rot_ctx & rc, amax_acc & m) {
     for (int b = 0; b < rc.group; b += 256) {
         __m512 v[16];
         for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(x + b + 16 * i);
         rotate_vectors(v, 16, rc);
         for (int i = 0; i < 16; ++i) _mm512_store_ps(out + b + 16 * i, v[i]);
     }
-    cross_block_stages(out, rc.group);
+    cross_block_stages(out, rc.group, m);
 }
 
 // q = clamp(round_half_to_even(v * inv), -127, 127) on 16 lanes (default MXCSR rounding: nearest,
@@ -304,22 +329,11 @@ SD_AVX512_TARGET float quantize_row_large_avx512(const float * x, int64_t K, int
     const rot_ctx rc   = make_rot_ctx(group);
     const bool    keep = keeps_row(K, group);
     float *       buf  = scratch_for(K, group);
-    const __m512  absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    const __m512  fmax = _mm512_set1_ps(FLT_MAX);
-    __m512        vmax = _mm512_setzero_ps();
-    __mmask16     bad  = 0;
+    amax_acc      m{_mm512_setzero_ps(), 0};
     // pass 1: rotate (kept in the scratch when the row fits), amax and the non-finite flag
-    for (int64_t g0 = 0; g0 < K; g0 += group) {
-        float * r = keep ? buf + g0 : buf;
-        rotate_group_large(x + g0, r, rc);
-        for (int i = 0; i < group; i += 16) {
-            const __m512 a = _mm512_and_ps(_mm512_load_ps(r + i), absm);
-            bad |= _mm512_cmp_ps_mask(a, fmax, _CMP_NLE_UQ);
-            vmax = _mm512_max_ps(vmax, a);
-        }
-    }
-    if (bad) return nonfinite_row(K, q, rowsum);
-    const float s = _mm512_reduce_max_ps(vmax) / 127.0f;
+    for (int64_t g0 = 0; g0 < K; g0 += group) rotate_group_large(x + g0, keep ? buf + g0 : buf, rc, m);
+    if (m.bad) return nonfinite_row(K, q, rowsum);
+    const float s = _mm512_reduce_max_ps(m.vmax) / 127.0f;
     if (s == 0.0f) {
         memset(q, 0, (size_t) K);
         *rowsum = 0;
@@ -331,7 +345,8 @@ SD_AVX512_TARGET float quantize_row_large_avx512(const float * x, int64_t K, int
     __m512i      vsum = _mm512_setzero_si512();
     for (int64_t g0 = 0; g0 < K; g0 += group) {
         float * r = keep ? buf + g0 : buf;
-        if (!keep) rotate_group_large(x + g0, r, rc);
+        amax_acc unused{_mm512_setzero_ps(), 0};
+        if (!keep) rotate_group_large(x + g0, r, rc, unused);
         for (int i = 0; i < group; i += 16) {
             const __m512i qi = quantize16(_mm512_load_ps(r + i), vinv);
             vsum             = _mm512_add_epi32(vsum, qi);
