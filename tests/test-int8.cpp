@@ -967,8 +967,18 @@ TEST(Int8Abort, cancellation_returns_aborted) {
 // latest at the start of the k-th phase: the quantize node (1 phase), the F32-input linear
 // (2: quantize, GEMM), the quantize node then the packed-input linear (3).
 TEST(Int8Abort, cancellation_with_large_groups) {
-    const int64_t K = 4096, N = 64, rows = 257;
+    const int64_t K = 4096, N = 32, rows = 129;
     for (int G : {1024, 4096}) {
+        std::mt19937             rng(G);
+        const std::vector<float> xv = integer_row(K * rows, 50, rng);
+        std::vector<int8_t>      wv((size_t) (K * N));
+        for (auto & v : wv) v = (int8_t) (rng() % 255 - 127);
+        std::vector<int8_t> qa((size_t) (K * rows));
+        std::vector<float>  sx((size_t) rows), yr((size_t) (N * rows));
+        for (int64_t r = 0; r < rows; ++r) {
+            sx[(size_t) r] = ref_quantize_row(&xv[(size_t) (r * K)], K, G, &qa[(size_t) (r * K)]);
+        }
+        ref_linear(qa.data(), sx.data(), wv.data(), nullptr, nullptr, rows, K, N, yr.data());
         for (path p : test_paths()) {
             path_scope    ps(p);
             ctx_holder    h;
@@ -981,10 +991,6 @@ TEST(Int8Abort, cancellation_with_large_groups) {
             ASSERT_NE(y0, nullptr);
             ASSERT_NE(y1, nullptr);
             h.alloc();
-            std::mt19937             rng(G);
-            const std::vector<float> xv = integer_row(K * rows, 50, rng);
-            std::vector<int8_t>      wv((size_t) (K * N));
-            for (auto & v : wv) v = (int8_t) (rng() % 255 - 127);
             set(x, xv);
             set(w, wv);
             ggml_backend_cpu_set_n_threads(E().be, 2);
@@ -1008,12 +1014,6 @@ TEST(Int8Abort, cancellation_with_large_groups) {
                 }
             }
             ASSERT_EQ(compute(h.ctx, {y0, y1}), GGML_STATUS_SUCCESS);
-            std::vector<int8_t> qa((size_t) (K * rows));
-            std::vector<float>  sx((size_t) rows), yr((size_t) (N * rows));
-            for (int64_t r = 0; r < rows; ++r) {
-                sx[(size_t) r] = ref_quantize_row(&xv[(size_t) (r * K)], K, G, &qa[(size_t) (r * K)]);
-            }
-            ref_linear(qa.data(), sx.data(), wv.data(), nullptr, nullptr, rows, K, N, yr.data());
             EXPECT_EQ(get<float>(y0), yr);
             EXPECT_EQ(get<float>(y1), yr);
         }
