@@ -651,6 +651,12 @@ TEST(Int8Schema, every_power_of_4_group_builds_and_runs_others_rejected_at_build
     ggml_tensor * q3 = ggml_quantize_i8_convrot(h.ctx, x3, 1024);
     ASSERT_NE(q3, nullptr);
     rejected(ggml_mul_mat_i8_tensorwise(h.ctx, w3, q3, nullptr, nullptr, 256), "group");
+    // an empty weight (the kernel runs none): refused at build, not left to the scheduler
+    rejected(ggml_mul_mat_i8_tensorwise(h.ctx, ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 0, 4),
+                                        ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, 0, 3), nullptr, nullptr, 0),
+             "must not be empty");
+    rejected(ggml_mul_mat_i8_tensorwise(h.ctx, ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 3072, 0), x3, nullptr, nullptr, 0),
+             "must not be empty");
 }
 
 // K is bounded so that the int32 sum of K products of up to (-128) * (-128) = 16384 is exact:

@@ -166,6 +166,9 @@ bool linear_infer(const ggml_tensor * const * src, int n_src, const void * attrs
     if (!ggml_is_contiguous(w)) return fail(err, err_size, "weight must be contiguous");
     if (w->ne[2] != 1 || w->ne[3] != 1) return fail(err, err_size, "weight must be 2-D [K, N]");
     const int64_t K = w->ne[0], N = w->ne[1];
+    if (K < 1 || N < 1) {
+        return fail(err, err_size, "weight [K, N] must not be empty, got [%lld, %lld]", (long long) K, (long long) N);
+    }
     if (K > SD_LINEAR_I8_MAX_K) {
         return fail(err, err_size,
                     "weight K = %lld exceeds %d: the exact int32 sum of K products of up to 128 * 128 would overflow",
