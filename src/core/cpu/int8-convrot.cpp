@@ -252,8 +252,11 @@ SD_AVX512_TARGET inline void amax_add(amax_acc & m, __m512 v) {
 
 // Stages s = 256, 1024, ... (< group) over a group already through the in-register stages, in
 // place in 64-byte aligned memory; the last pass also takes the group's amax.
-SD_AVX512_TARGET void cross_block_stages(float * g, int group, amax_acc & m) {
-    int64_t s = 256;
+SD_AVX512_TARGET void cross_block_stages(float * g, int group, amax_acc & acc) {
+    // a local copy: stores through g may alias the caller's accumulator (vector types may alias
+    // float), which would keep it in memory across the loop
+    amax_acc m = acc;
+    int64_t  s = 256;
     while (s < group) {
         const bool two  = s * 16 <= group;
         const bool last = (two ? s * 16 : s * 4) == group;
@@ -262,9 +265,13 @@ SD_AVX512_TARGET void cross_block_stages(float * g, int group, amax_acc & m) {
                 for (int64_t j = 0; j < s; j += 16) {
                     float * p = g + blk + j;
                     __m512  v[16];
+#pragma GCC unroll 16
                     for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(p + i * s);
+#pragma GCC unroll 4
                     for (int b = 0; b < 16; b += 4) stage_vec(v[b], v[b + 1], v[b + 2], v[b + 3]);
+#pragma GCC unroll 4
                     for (int b = 0; b < 4; ++b) stage_vec(v[b], v[b + 4], v[b + 8], v[b + 12]);
+#pragma GCC unroll 16
                     for (int i = 0; i < 16; ++i) {
                         _mm512_store_ps(p + i * s, v[i]);
                         if (last) amax_add(m, v[i]);
@@ -294,6 +301,7 @@ SD_AVX512_TARGET void cross_block_stages(float * g, int group, amax_acc & m) {
             s *= 4;
         }
     }
+    acc = m;
 }
 
 // One group > 256 of x rotated into out (64-byte aligned); its amax accumulated into m.
