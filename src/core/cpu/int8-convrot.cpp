@@ -116,7 +116,8 @@ float quantize_row_portable(const float * x, int64_t K, int group, int8_t * q, i
     if (group < 1) group = 1;
     float   small[256];
     float * buf = group > 256 ? scratch_for(K, group) : small;
-    // pass 1: amax over the rotated row (the rotation is recomputed in pass 2; no row scratch)
+    // pass 1: amax over the rotated row (the rotation is recomputed in pass 2; no scratch beyond
+    // one group)
     float amax      = 0.0f;
     bool  nonfinite = false;
     for (int64_t g0 = 0; g0 < K; g0 += group) {
