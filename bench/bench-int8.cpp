@@ -136,7 +136,9 @@ void print_json_vs_onednn(const bench::row & r, const char * od_name, const benc
 // The ConvRot quantizer alone (sd.quantize_i8_convrot.v1, rotation + per-row quantization): per
 // shape, every power-of-4 group from 256 up to K that divides K, each against group 256 on the
 // same shape in the same run (ratio < 1: that group is slower than 256). Work is counted as the
-// bytes read and written (4 + 1 per value). Returns the number of failed cases.
+// bytes read and written (4 + 1 per value). The row kernel alone is also timed on this thread
+// over 64 rows per repetition: short repetitions whose best is little disturbed by other
+// processes on a shared machine. Returns the number of failed cases.
 int bench_quantize(ggml_backend_t be, const options & o, int min_reps, int max_reps) {
     struct qshape {
         int64_t K, rows;
@@ -163,7 +165,12 @@ int bench_quantize(ggml_backend_t be, const options & o, int min_reps, int max_r
             for (auto & v : xv) v = nd(rng);
             upload(x, xv);
         }
-        bench::timing base;
+        bench::timing       base, base_row;
+        const int64_t       krows = std::min<int64_t>(64, s.rows);
+        std::vector<float>  xr((size_t) (s.K * krows));
+        std::vector<int8_t> qr(xr.size());
+        ggml_backend_tensor_get(x, xr.data(), 0, xr.size() * sizeof(float));
+        const bool portable = sd_int8::resolve_path() == sd_int8::path::portable;
         for (int64_t G = 256; G <= s.K; G *= 4) {
             if (s.K % G != 0) continue;
             ggml_init_params gp = {4 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(), nullptr, true};
@@ -194,6 +201,34 @@ int bench_quantize(ggml_backend_t be, const options & o, int min_reps, int max_r
                     r.base     = base;
                     bench::print_row(r);
                     if (o.json) bench::print_json(r);
+                }
+            }
+            {
+                bench::row rr;
+                rr.op       = "quantize_row G" + std::to_string(G);
+                rr.shape    = "K" + std::to_string(s.K) + " rows" + std::to_string(krows) + " 1 thread";
+                rr.work     = 5.0 * (double) s.K * (double) krows;
+                rr.is_bytes = true;
+                if (!sd_int8::reserve_quantize_scratch(s.K, (int) G)) {
+                    printf("%-22s out of memory\n", rr.op.c_str());
+                    ++failures;
+                } else {
+                    rr.t = bench::time_it(
+                        [&] {
+                            for (int64_t r = 0; r < krows; ++r) {
+                                int32_t rs;
+                                const float * xs = xr.data() + r * s.K;
+                                int8_t *      qs = qr.data() + r * s.K;
+                                if (portable) sd_int8::quantize_row_portable(xs, s.K, (int) G, qs, &rs);
+                                else sd_int8::quantize_row_avx512(xs, s.K, (int) G, qs, &rs);
+                            }
+                        },
+                        min_reps, o.min_time_s, o.smoke ? 1 : 100000);
+                    if (G == 256) base_row = rr.t;
+                    rr.baseline = "quantize_row G256";
+                    rr.base     = base_row;
+                    bench::print_row(rr);
+                    if (o.json) bench::print_json(rr);
                 }
             }
             ggml_free(cg);
