@@ -13,6 +13,7 @@ echo "== Release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
+scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
 
 if ((sanitize)); then
     echo "== Sanitizer build (address;undefined) and tests"
