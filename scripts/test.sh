@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: first the optimised build, then the same suite under
-# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh [--no-sanitize]
+# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh [--no-sanitize | --tsan]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+[ "${1:-}" = "--tsan" ] && exec scripts/test-tsan.sh "$(nproc)" # ThreadSanitizer pass only
 
 jobs=$(nproc)
 sanitize=1
