@@ -1,7 +1,7 @@
-// CPU INT8 kernels (sd.quantize_i8_convrot.v1, sd.linear_i8.v1): every path (portable, VNNI,
-// AMX where present) bit-identical to a plain scalar reference written here from
-// int8-convrot-facts.md, on odd shapes, all ConvRot groups, all-zero rows, ±127/-128 extremes,
-// non-finite activations, shared packed activations, aliasing outputs and cancellation.
+// CPU INT8 kernels (sd.quantize_i8_convrot.v1, sd.linear_i8.v1): every path (portable, VNNI
+// where the CPU has it; no AMX kernel exists) bit-identical to a plain scalar reference written
+// here from int8-convrot-facts.md, on odd shapes, all ConvRot groups, all-zero rows, ±127/-128
+// extremes, non-finite activations, shared packed activations, aliasing outputs and cancellation.
 //
 // Non-finite activations (the defined behaviour): a row whose rotated values contain NaN or
 // ±Inf quantizes to all zeros with scale NaN, so its whole output row is NaN; other rows are
@@ -126,7 +126,8 @@ env & E() {
 using sd_fusion_test::path_scope;
 
 std::vector<path> test_paths() {
-    return sd_fusion_test::available_paths({path::portable, path::vnni, path::amx});
+    // no AMX kernel exists (Int8Paths.no_amx_kernel_so_amx_requests_fall_back)
+    return sd_fusion_test::available_paths({path::portable, path::vnni});
 }
 
 struct ctx_holder {
