@@ -247,9 +247,12 @@ int main(int argc, char ** argv) {
     if (o.smoke) o.min_time_s = 0;
     if (!o.path.empty()) setenv("SD_INT8_PATH", o.path.c_str(), 1);
 
-    sd_ggml_register_extensions();
     ggml_backend_t be = ggml_backend_cpu_init();
-    sd_cpu_register_int8(ggml_backend_get_device(be));
+    if (!sd_ggml_register_extensions() || !sd_cpu_register_int8(ggml_backend_get_device(be))) {
+        fprintf(stderr, "bench-int8: the sd INT8 kernels could not be registered\n");
+        ggml_backend_free(be);
+        return 1;
+    }
     if (o.threads > 0) ggml_backend_cpu_set_n_threads(be, o.threads);
     const int n_threads = ggml_backend_cpu_get_n_threads(be);
 

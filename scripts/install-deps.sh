@@ -33,5 +33,5 @@ if ! python3 -c 'import numpy, safetensors' >/dev/null 2>&1; then
     export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
     python3 -m pip install --quiet numpy safetensors >/dev/null 2>&1 ||
         python3 -m pip install --quiet --break-system-packages numpy safetensors ||
-        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will be skipped" >&2
+        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will fail" >&2
 fi

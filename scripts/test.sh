@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: first the optimised build, then the same suite under
-# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh [--no-sanitize]
+# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh [--no-sanitize | --tsan]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+[ "${1:-}" = "--tsan" ] && exec scripts/test-tsan.sh "$(nproc)" # ThreadSanitizer pass only
 
 jobs=$(nproc)
 sanitize=1
@@ -13,6 +14,7 @@ echo "== Release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
+scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
 
 if ((sanitize)); then
     echo "== Sanitizer build (address;undefined) and tests"

@@ -150,7 +150,7 @@ static void add_fa(case_list & cl, const fa_cfg & c) {
         [=](const std::vector<dense> & s, dense *) {
             return ref::flash_attn_ext(s[0], s[1], s[2], c.mask_kind ? &s[3] : nullptr, scale, c.max_bias, c.softcap);
         },
-        tol, c.kv != GGML_TYPE_F16);
+        tol);
 }
 
 void add_attention_cases(case_list & cl) {
@@ -255,8 +255,7 @@ void add_layout_cases(case_list & cl) {
                    ggml_tensor * y = b.src(t, nb, lb, f);
                    b.out           = ggml_concat(b.ctx, x, y, dim);
                },
-               [=](const std::vector<dense> & s, dense *) { return ref::concat(s[0], s[1], dim); }, tolerance{},
-               t != F32 && t != F16);
+               [=](const std::vector<dense> & s, dense *) { return ref::concat(s[0], s[1], dim); }, tolerance{});
     }
     // pad / pad_ext
     for (ggml_type t : {F32, F16})
@@ -265,11 +264,11 @@ void add_layout_cases(case_list & cl) {
         cl.add(std::string("pad ") + tn(t) + " " + sh(na) + " " + layout_name(l) + " 1 2 0 1",
                [=](builder & b) { b.out = ggml_pad(b.ctx, b.src(t, na, l), 1, 2, 0, 1); },
                [](const std::vector<dense> & s, dense *) { const int lp[4] = {0, 0, 0, 0}, rp[4] = {1, 2, 0, 1}; return ref::pad_ext(s[0], lp, rp); },
-               tolerance{}, t != F32 && l != layout::cont);
+               tolerance{});
         cl.add(std::string("pad_ext ") + tn(t) + " " + sh(na) + " " + layout_name(l) + " 2 1 1 0 0 2 1 1",
                [=](builder & b) { b.out = ggml_pad_ext(b.ctx, b.src(t, na, l), 2, 1, 1, 0, 0, 2, 1, 1); },
                [](const std::vector<dense> & s, dense *) { const int lp[4] = {2, 1, 0, 1}, rp[4] = {1, 0, 2, 1}; return ref::pad_ext(s[0], lp, rp); },
-               tolerance{}, t != F32 && l != layout::cont);
+               tolerance{});
     }
     // repeat / repeat_4d
     struct rp { ne4 a, to; };
@@ -285,7 +284,7 @@ void add_layout_cases(case_list & cl) {
                                : ggml_repeat(b.ctx, a, b.in(t, r.to));
                },
                [=](const std::vector<dense> & s, dense *) { const int64_t ne[4] = {r.to[0], r.to[1], r.to[2], r.to[3]}; return ref::repeat(s[0], ne); },
-               tolerance{}, t != F32);
+               tolerance{});
     }
     cl.add("repeat f32 3x1x2x1 perm12 -> 6x4x4x2",
            [](builder & b) { b.out = ggml_repeat_4d(b.ctx, b.src(F32, {3, 2, 2, 1}, layout::perm12), 6, 4, 4, 2); },
@@ -316,7 +315,7 @@ void add_layout_cases(case_list & cl) {
                    b.out = ggml_custom_4d(b.ctx, F32, s[0], s[1], s[2], s[3], args, 2, custom_scale_add, GGML_N_TASKS_MAX, nullptr);
                },
                [](const std::vector<dense> & x, dense *) { return ref::binary(ref::binop::add, ref::scale(x[0], 2.0, 0.0), x[1]); },
-               tolerance{1e-6, 1e-6, 0, -1}, true);
+               tolerance{1e-6, 1e-6, 0, -1});
         static float k = 3.0f;
         cl.add("custom_inplace a+=3b f32 " + sh(s),
                [=](builder & b) {
@@ -325,7 +324,7 @@ void add_layout_cases(case_list & cl) {
                    b.out = ggml_custom_inplace(b.ctx, a, args, 1, custom_accumulate, 2, &k);
                },
                [](const std::vector<dense> & x, dense *) { return ref::binary(ref::binop::add, x[0], ref::scale(x[1], 3.0, 0.0)); },
-               tolerance{1e-6, 1e-6, 0, -1}, true);
+               tolerance{1e-6, 1e-6, 0, -1});
     }
 
     // ---- an op's output consumed through views ----

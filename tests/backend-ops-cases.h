@@ -12,8 +12,7 @@ struct case_list {
     std::vector<op_case>  v;
     std::set<std::string> names;
 
-    void add(const std::string & desc, std::function<void(builder &)> build, refs_fn ref, tolerance tol,
-             bool optional = false);
+    void add(const std::string & desc, std::function<void(builder &)> build, refs_fn ref, tolerance tol);
 };
 
 std::string sh(ne4 ne); // "7x3x1x1"

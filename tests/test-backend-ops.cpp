@@ -66,6 +66,28 @@ std::vector<param> make_params() {
     return ps;
 }
 
+// The one table of cases a device is expected to decline (ggml_backend_supports_op false). A case
+// declined but not listed fails, and so does a listed case that the device runs: the table always
+// states exactly what each device lacks. The CPU backend runs every case. `device` is a device
+// name, or "" for every device except the CPU.
+struct expected_decline_row {
+    const char * device;
+    const char * case_prefix; // matched against the start of the case name
+    const char * why;
+};
+const expected_decline_row k_expected_declines[] = {
+    {"", "custom_", "ggml_custom_* callbacks are host functions: only the CPU backend runs them"},
+};
+
+const char * expected_decline(const std::string & device, const std::string & case_name) {
+    const bool cpu = device == "CPU";
+    for (const auto & row : k_expected_declines) {
+        const bool dev_match = row.device[0] ? device == row.device : !cpu;
+        if (dev_match && case_name.rfind(row.case_prefix, 0) == 0) return row.why;
+    }
+    return nullptr;
+}
+
 class BackendOps : public ::testing::TestWithParam<param> {};
 
 TEST_P(BackendOps, MatchesReference) {
@@ -84,7 +106,13 @@ TEST_P(BackendOps, MatchesReference) {
         r = bops::run_case(c, be, p.n_threads);
     }
     ggml_backend_free(be);
-    if (r.status == bops::result::skip) GTEST_SKIP() << r.message;
+    const char * why = expected_decline(ggml_backend_dev_name(dev), c.name);
+    if (r.status == bops::result::declined) {
+        EXPECT_NE(why, nullptr) << "declined, and not in the expected-decline table: " << r.message;
+        return;
+    }
+    EXPECT_EQ(why, nullptr) << c.desc << " on " << ggml_backend_dev_name(dev)
+                            << " is listed as an expected decline (" << why << ") but ran: remove it from the table";
     EXPECT_EQ(r.status, bops::result::pass) << r.message;
 }
 

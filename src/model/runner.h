@@ -16,7 +16,10 @@ namespace krea2 {
 class runner {
   public:
     // Registers the sd extensions (kernels and fusion rules), then the CPU backend and the
-    // scheduler. threads <= 0: the CPU backend default.
+    // scheduler. threads <= 0: the CPU backend default. forward() and plan() check every node
+    // against the backend first: without a kernel for sd_rope_apply the native RoPE chain is
+    // used; any other node without a kernel (INT8 operators when the sd CPU kernels are not
+    // built) fails with an error naming it, never reaching the scheduler's abort.
     runner() = default;
     ~runner();
     runner(const runner &)             = delete;
@@ -47,6 +50,7 @@ class runner {
         size_t                workspace_max   = 0; // the largest single request
         size_t                buffer_bytes    = 0; // ggml_backend_sched_get_buffer_size (incl. workspace)
         int                   n_steps = 0, n_fused = 0, n_ext = 0, n_quantize = 0;
+        bool                  rope_ext = false;    // RoPE ran as sd_rope_apply (false: the native op chain)
         std::vector<std::string> fused_rules;      // rule name of each fused step
     };
     bool plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err);

@@ -62,7 +62,7 @@ int cmd_inspect(int argc, char ** argv) {
                  "\"kv_heads\": %lld, \"mlp\": %lld, \"dtype\": \"%s\", \"fusion\": %s, \"rope\": \"%s\"},\n",
                  blk, (long long) c.tokens, (long long) c.text_tokens, (long long) c.hidden, (long long) c.heads,
                  (long long) c.kv_heads, (long long) c.mlp, krea2::wtype_name(o.dtype), o.fusion ? "true" : "false",
-                 native ? "chain" : "sd_rope_apply");
+                 p.rope_ext ? "sd_rope_apply" : "chain");
         s += fmt("  \"steps\": %d, \"extension_steps\": %d, \"fused_steps\": %d, \"quantize_nodes\": %d,\n", p.n_steps,
                  p.n_ext, p.n_fused, p.n_quantize);
         s += fmt("  \"workspace_bytes_sum\": %zu, \"workspace_bytes_max\": %zu, \"compute_buffer_bytes\": %zu,\n",
@@ -82,7 +82,7 @@ int cmd_inspect(int argc, char ** argv) {
     }
     printf("sdx inspect: block %d, %lld tokens, hidden %lld, %lld/%lld heads, mlp %lld, %s, fusion %s, rope %s\n", blk,
            (long long) c.tokens, (long long) c.hidden, (long long) c.heads, (long long) c.kv_heads, (long long) c.mlp,
-           krea2::wtype_name(o.dtype), o.fusion ? "on" : "off", native ? "op chain" : "sd_rope_apply");
+           krea2::wtype_name(o.dtype), o.fusion ? "on" : "off", p.rope_ext ? "sd_rope_apply" : "op chain");
     printf("%5s  %-26s %-28s %-6s %-9s %s\n", "node", "op", "name", "device", "runs", "kernel / rule");
     for (const auto & n : p.nodes) {
         printf("%5d  %-26s %-28s %-6s %-9s %s\n", n.index, n.op.c_str(), n.name.c_str(), n.device.c_str(), n.mode.c_str(),

@@ -197,7 +197,7 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM: return same_float_type(node);
 
-        case GGML_OP_SCALE: return node->src[0] && node->src[0]->type == GGML_TYPE_F32 && node->type == GGML_TYPE_F32;
+        case GGML_OP_SCALE: return same_float_type(node); // computed in F32, rounded to the output type
 
         case GGML_OP_UNARY: return unary_supported(node);
         case GGML_OP_GLU: return glu_supported(node);

@@ -1,7 +1,8 @@
 // ops-mul-mat.cpp — portable MUL_MAT kernel: out[n, m] = sum_k a[k, n] * b[k, m] (facts 4.8).
 //
-// Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 and multiplied by F32
-// activations; everything accumulates in F32. Activations are never rounded to F16/BF16.
+// Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 (Q8_0 weights dequantized
+// to F32) and multiplied by F32 activations; everything accumulates in F32. Activations are never
+// rounded to F16/BF16 or quantized.
 //
 // Structure: the output of each matrix pair is cut into blocks of (weight rows) x (activation
 // rows); threads take contiguous runs of blocks. Inside a block, K is walked in chunks so that a
@@ -23,6 +24,7 @@
 namespace {
 
 constexpr int64_t MM_KC     = 256; // K chunk (elements)
+static_assert(MM_KC % QK8_0 == 0, "a K chunk must hold whole Q8_0 blocks");
 constexpr int64_t MM_NB_MAX = 16;  // weight rows per block (upper bound; the planner may shrink it)
 constexpr int64_t MM_MB_MAX = 64;  // activation rows per block
 constexpr int     MM_NR     = ggml_cpu_portable::DOT_NR; // register tile: weight rows
@@ -95,7 +97,9 @@ bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
     auto float_type = [](enum ggml_type t) {
         return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
     };
-    if (!float_type(a->type) || !float_type(b->type) || dst->type != GGML_TYPE_F32) return false;
+    // Q8_0 weights: dequantized per K chunk (whole blocks) on the portable path
+    const bool a_ok = float_type(a->type) || (a->type == GGML_TYPE_Q8_0 && a->ne[0] % QK8_0 == 0);
+    if (!a_ok || !float_type(b->type) || dst->type != GGML_TYPE_F32) return false;
     // rows packed (which also rules out a transposed a); a row of <= 1 element has no layout to check
     if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return false;
     if (dst->nb[0] != sizeof(float)) return false;
@@ -215,7 +219,8 @@ void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_
                     arow[n] = (const float *) src + k0;
                 } else {
                     float * w = wscratch + n * MM_KC;
-                    widen_row(a->type, src + k0 * a->nb[0], w, kc);
+                    // k0 is a multiple of MM_KC, so of any block size: byte offset of element k0
+                    widen_row(a->type, src + ggml_row_size(a->type, k0), w, kc);
                     arow[n] = w;
                 }
             }

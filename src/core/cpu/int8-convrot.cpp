@@ -381,7 +381,8 @@ SD_AVX512_TARGET float quantize_row_avx512(const float * x, int64_t K, int group
     __mmask16     bad   = 0;
     __m512        v[16];
 
-    auto load_step = [&](int64_t k0, __mmask16 & tail) {
+    // a lambda does not inherit the enclosing function's target attribute: give it its own
+    auto load_step = [&](int64_t k0, __mmask16 & tail) SD_AVX512_TARGET {
         const int64_t left = K - k0;
         tail               = left >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << left) - 1);
         if (nv == 1) {

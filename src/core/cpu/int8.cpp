@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -78,8 +79,8 @@ path resolve_path() {
     if (want != path::automatic) {
         static std::once_flag warned;
         std::call_once(warned, [&] {
-            fprintf(stderr, "sd int8: path '%s' is not available on this CPU; using the best available\n",
-                    path_name(want));
+            fprintf(stderr, "sd int8: path '%s' is not available %s; using the best available\n", path_name(want),
+                    want == path::amx ? "(no AMX kernel is implemented)" : "on this CPU");
         });
     }
     if (path_available(path::amx)) return path::amx;
@@ -566,17 +567,21 @@ ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * node
 
 } // namespace
 
-void sd_cpu_register_int8(ggml_backend_dev_t dev) {
-    static std::mutex                   mu;
-    static std::set<ggml_backend_dev_t> done;
-    std::lock_guard<std::mutex>         lock(mu);
-    if (!dev || done.count(dev)) return;
+bool sd_cpu_register_int8(ggml_backend_dev_t dev) {
+    // The first attempt's result per device is kept: a retry after a partial failure would only
+    // fail again on the kernels that did register, and must not turn into a silent success.
+    static std::mutex                         mu;
+    static std::map<ggml_backend_dev_t, bool> result;
+    std::lock_guard<std::mutex>               lock(mu);
+    if (!dev) return false;
+    const auto known = result.find(dev);
+    if (known != result.end()) return known->second;
 
     const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
     const ggml_ext_op_t lop = sd_op_linear_i8();
     if (!qop || !lop) {
-        fprintf(stderr, "sd int8: operators not registered; CPU INT8 kernels skipped\n");
-        return;
+        fprintf(stderr, "sd int8: operators not registered; CPU INT8 kernels not registered\n");
+        return result[dev] = false;
     }
     ggml_ext_kernel_desc q{};
     q.name      = "sd.cpu.quantize_i8_convrot";
@@ -604,9 +609,12 @@ void sd_cpu_register_int8(ggml_backend_dev_t dev) {
     e.execute = epilogue_execute;
     e.destroy = destroy_linear;
 
-    const bool ok_q = ggml_ext_register_kernel(dev, &q);
-    const bool ok_l = ggml_ext_register_kernel(dev, &l);
-    const bool ok_e = ggml_ext_register_kernel(dev, &e);
-    if (!ok_q || !ok_l || !ok_e) fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
-    done.insert(dev);
+    bool ok = true;
+    for (const ggml_ext_kernel_desc * d : {&q, &l, &e}) {
+        if (!ggml_ext_register_kernel(dev, d)) {
+            fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
+            ok = false;
+        }
+    }
+    return result[dev] = ok;
 }
