@@ -18,10 +18,12 @@
 // converted once for all of them.
 //
 // Two product kernels:
-//  * F32 path (F32 K or V, or a CPU without AVX512_BF16): K and V blocks are widened once per
+//  * F32 path ("f32fma": F32 K or V, GGML_PREC_F32 requested, a CPU without AVX512_BF16, or the
+//    kernel table / GGML_CPU_KERNEL picks it, see kernel-choice.h): K and V blocks are widened once per
 //    (chunk of tiles, block) into row-major F32 scratch and reused by all its queries; products
 //    and accumulation are exact F32 FMAs.
-//  * BF16 path (K and V both F16 or BF16, CPU with AVX512_BF16): Q.K^T and P.V use vdpbf16ps,
+//  * BF16 path ("bf16dot": K and V both F16 or BF16, GGML_PREC_DEFAULT, CPU with AVX512_BF16, chosen
+//    by the kernel table): Q.K^T and P.V use vdpbf16ps,
 //    whose lanes multiply PAIRS of bf16 and accumulate in F32. So every product operand is
 //    rounded to bf16 once: Q rows when the tile is built, K/V blocks when they are converted
 //    (F16 -> bf16; BF16 data is used as is), and the probabilities P in [0, 1] before P.V.
@@ -36,6 +38,7 @@
 //    one 32-bit broadcast); for P.V the pairs run along kv: Pp[j/2][i] = (P[j][i], P[j+1][i]) and
 //    Vp[j/2][d] = (V[j][d], V[j+1][d]).
 
+#include "kernel-choice.h"
 #include "ops-fast.h"
 
 #include <cmath>
@@ -555,6 +558,19 @@ void run_chunk(const fa_args & a, const layout & l, float * ws, const tile * t, 
 
 size_t ggml_avx512_flash_attn_floats(int64_t D, int64_t Dv) { return (size_t) make_layout(D, Dv).total; }
 
+bool ggml_avx512_flash_attn_uses_bf16(const struct ggml_tensor * dst) {
+    // bf16 products only when both K and V are already 16-bit (F32 K/V keep the exact path), the
+    // node did not ask for F32 precision (ggml_flash_attn_ext_set_prec: rounding Q, K, V and P to
+    // bf16 costs ~2^-9 relative per product, 2e-3 at the DiT shape) and this CPU's table row (or
+    // GGML_CPU_KERNEL) picks bf16dot for flash attention
+    auto half_type = [](ggml_type t) { return t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; };
+    const struct ggml_tensor * k = dst->src[1];
+    const struct ggml_tensor * v = dst->src[2];
+    return half_type(k->type) && half_type(v->type) && dst->src[0]->ne[0] <= 4096 &&
+           ggml_flash_attn_ext_get_prec(dst) == GGML_PREC_DEFAULT &&
+           ggml_cpu_kernel_for(ggml_cpu_kernel_family::flash_attn) == ggml_cpu_kernel::bf16dot;
+}
+
 void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     fa_args a;
     a.q = dst->src[0];
@@ -577,9 +593,7 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
     a.rk3 = a.S / a.k->ne[3];
     a.rv3 = a.S / a.v->ne[3];
 
-    // bf16 products only when both K and V are already 16-bit (F32 K/V keep the exact path)
-    auto half_type = [](ggml_type t) { return t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; };
-    const bool bf  = half_type(a.k->type) && half_type(a.v->type) && a.D <= 4096 && ggml_cpu_get_features().avx512_bf16;
+    const bool bf = ggml_avx512_flash_attn_uses_bf16(dst);
 
     const layout l   = make_layout(a.D, a.Dv);
     const int    ith = params->ith, nth = params->nth;
@@ -627,6 +641,7 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
 #else
 
 size_t ggml_avx512_flash_attn_floats(int64_t, int64_t) { return 0; }
+bool   ggml_avx512_flash_attn_uses_bf16(const struct ggml_tensor *) { return false; }
 void   ggml_avx512_flash_attn_ext(const struct ggml_compute_params *, struct ggml_tensor *) { GGML_ABORT("no AVX-512 build"); }
 
 #endif
