@@ -101,6 +101,10 @@ GGML_API const char * ggml_cpu_get_kernel(const char * family);
 GGML_API const char * ggml_cpu_kernel_table_row(void);
 // The processor's model name (CPUID brand string, else /proc/cpuinfo).
 GGML_API const char * ggml_cpu_model_name(void);
+// The kernel table's key for this CPU: CPUID vendor string (13 bytes with the NUL; "" off x86),
+// display family and model, and the AVX512_BF16 / AMX-BF16 feature bits (CPUID and OS state).
+GGML_API void         ggml_cpu_get_identity(char vendor[13], unsigned * family, unsigned * model, bool * avx512_bf16,
+                                            bool * amx_bf16);
 // Which kernel the CPU backend runs for this node now, e.g. "avx512 bf16dot", "avx512 f32fma",
 // "portable" (MUL_MAT and FLASH_ATTN_EXT are specific; other ops say "default" or "portable").
 GGML_API const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu, const struct ggml_tensor * node);

@@ -191,6 +191,15 @@ const char * ggml_cpu_get_kernel(const char * family) {
 
 const char * ggml_cpu_model_name(void) { return ggml_cpu_brand_string(); }
 
+void ggml_cpu_get_identity(char vendor[13], unsigned * family, unsigned * model, bool * avx512_bf16, bool * amx_bf16) {
+    const ggml_cpu_features & f = ggml_cpu_get_features();
+    if (vendor) memcpy(vendor, f.vendor, sizeof(f.vendor));
+    if (family) *family = f.family;
+    if (model) *model = f.model;
+    if (avx512_bf16) *avx512_bf16 = f.avx512_bf16;
+    if (amx_bf16) *amx_bf16 = f.amx_bf16;
+}
+
 } // extern "C"
 
 extern "C" const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu, const struct ggml_tensor * node) {
