@@ -149,15 +149,15 @@ TEST_F(KernelChoice, flash_attention_follows_the_override_and_prec_f32_keeps_f32
             std::vector<std::vector<float>> results;
             for (const std::string & kn : runnable_kernels()) {
                 ASSERT_TRUE(ggml_cpu_set_kernel_override(("flash_attn=" + kn).c_str()));
-                // bf16 products only for 16-bit K/V without a request for F32 precision
-                const bool bf = kn == "bf16dot" && kv != GGML_TYPE_F32 && prec == GGML_PREC_DEFAULT;
+                // bf16 products only without a request for F32 precision
+                const bool bf = kn == "bf16dot" && prec == GGML_PREC_DEFAULT;
                 EXPECT_EQ(kernel_of(g), bf ? "avx512 bf16dot" : "avx512 f32fma")
                     << ggml_type_name(kv) << " prec " << (int) prec << " forced " << kn;
                 results.push_back(g.run());
             }
             if (results.size() == 2) {
                 const bool differ = results[0] != results[1];
-                EXPECT_EQ(differ, kv != GGML_TYPE_F32 && prec == GGML_PREC_DEFAULT)
+                EXPECT_EQ(differ, prec == GGML_PREC_DEFAULT)
                     << ggml_type_name(kv) << " prec " << (int) prec;
             }
         }
