@@ -428,7 +428,7 @@ int main(int argc, char ** argv) {
     printf("bench-ops: CPU backend, %d threads%s\n", n_threads, o.smoke ? ", smoke sizes" : "");
     printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", ggml_cpu_model_name(),
            ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
-           getenv("GGML_CPU_KERNEL") ? " (GGML_CPU_KERNEL set)" : "");
+           getenv("GGML_CPU_KERNEL") && *getenv("GGML_CPU_KERNEL") ? " (GGML_CPU_KERNEL set)" : "");
     if (!o.smoke && !bench::wait_idle()) {
         printf("bench-ops: note: the machine stayed busy for 60 s; timings below share the CPU with other work\n");
     }
