@@ -188,3 +188,32 @@ TEST_F(KernelChoice, a_spec_it_does_not_understand_changes_nothing) {
 }
 
 } // namespace
+
+namespace {
+
+// GGML_CPU_KERNEL is read once, at the first choice; each check runs in a fresh process ("threadsafe"
+// death tests re-execute the binary), where the statement below makes that first choice.
+TEST(KernelChoiceEnv, GGML_CPU_KERNEL_sets_the_choice_and_a_bad_value_is_reported_and_ignored) {
+    if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: no kernel choice on this CPU";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            setenv("GGML_CPU_KERNEL", "mul_mat_bf16=f32fma", 1);
+            const bool forced = strcmp(ggml_cpu_get_kernel("mul_mat_bf16"), "f32fma") == 0;
+            // the other family keeps the table's choice
+            const std::string fa = ggml_cpu_get_kernel("flash_attn");
+            ggml_cpu_set_kernel_override(nullptr);
+            exit(forced && fa == ggml_cpu_get_kernel("flash_attn") ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
+    EXPECT_EXIT(
+        {
+            setenv("GGML_CPU_KERNEL", "mul_mat_bf16=fastest", 1);
+            const std::string mm = ggml_cpu_get_kernel("mul_mat_bf16");
+            ggml_cpu_set_kernel_override(nullptr); // the table's choice
+            exit(mm == ggml_cpu_get_kernel("mul_mat_bf16") ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "GGML_CPU_KERNEL='mul_mat_bf16=fastest' ignored");
+}
+
+} // namespace
