@@ -5,8 +5,10 @@
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -217,7 +219,18 @@ static bool compare(const dense & got, const dense & want, const dense * scale, 
     const bool   ok_n = tol.nmse < 0 || nmse <= tol.nmse;
     // non-finite mismatches always fail, even under an NMSE-only bound
     const bool ok_f = !(worst == INFINITY && (worst_err == INFINITY || !std::isfinite(got.v[worst_i])));
-    if (ok_e && ok_n && ok_f) return true;
+    if (ok_e && ok_n && ok_f) {
+        // BOPS_PRINT_WORST=1: how close each passing case comes to its bound (to size bounds)
+        static const bool print = getenv("BOPS_PRINT_WORST") != nullptr;
+        if (print) {
+            double max_err = 0;
+            for (int64_t i = 0; i < want.nelements(); i++)
+                if (std::isfinite(want.v[i])) max_err = std::max(max_err, std::fabs(got.v[i] - want.v[i]));
+            fprintf(stderr, "bops worst: ratio %.3g (|err| %.3g, bound %.3g) max |err| %.3g nmse %.3g\n", worst,
+                    worst_err, worst_bound, max_err, nmse);
+        }
+        return true;
+    }
     std::ostringstream os;
     os.precision(9);
     int64_t c[4] = {0, 0, 0, 0};

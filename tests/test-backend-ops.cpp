@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace bops {
 
@@ -39,6 +40,29 @@ struct param {
     bool        vs_cpu;
     bool        use_ref;   // CPU: force the portable kernels (the SIMD paths are the default)
     std::string name;
+    std::string kernel;    // CPU: ggml_cpu_set_kernel_override spec for this run ("": the table's choice)
+};
+
+// Cases of an op family with interchangeable kernels (kernel-choice.h): each runs once more with
+// every kernel this CPU can run forced, whatever the kernel table picks here.
+bool has_kernel_choice(const std::string & case_name) {
+    return case_name.rfind("flash_attn_ext", 0) == 0 || case_name.rfind("mul_mat_a_bf16", 0) == 0;
+}
+
+std::vector<std::string> runnable_kernels() {
+    std::vector<std::string> ks;
+    if (ggml_cpu_has_avx512()) ks.push_back("f32fma");
+    if (ggml_cpu_has_avx512_bf16()) ks.push_back("bf16dot");
+    return ks;
+}
+
+// Restores the environment's (or the table's) kernel choice when a forced run ends.
+struct kernel_override_guard {
+    bool active = false;
+    explicit kernel_override_guard(const std::string & spec) : active(!spec.empty()) {}
+    ~kernel_override_guard() {
+        if (active && !ggml_cpu_set_kernel_override(getenv("GGML_CPU_KERNEL"))) ggml_cpu_set_kernel_override(nullptr);
+    }
 };
 
 // keeps gtest from dumping the raw bytes of a param in failure lines
@@ -54,12 +78,16 @@ std::vector<param> make_params() {
         for (size_t i = 0; i < cases.size(); i++) {
             if (cpu) {
                 for (int nt : {1, 2}) {
-                    ps.push_back({i, d, nt, false, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt)});
+                    ps.push_back({i, d, nt, false, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt), ""});
                 }
-                ps.push_back({i, d, 2, false, true, dn + "_" + cases[i].name + "_ref_t2"});
+                ps.push_back({i, d, 2, false, true, dn + "_" + cases[i].name + "_ref_t2", ""});
+                if (has_kernel_choice(cases[i].name)) {
+                    for (const std::string & k : runnable_kernels())
+                        ps.push_back({i, d, 2, false, false, dn + "_" + cases[i].name + "_k" + k + "_t2", k});
+                }
             } else {
-                ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name});
-                ps.push_back({i, d, 0, true, false, dn + "_" + cases[i].name + "_vs_CPU"});
+                ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name, ""});
+                ps.push_back({i, d, 0, true, false, dn + "_" + cases[i].name + "_vs_CPU", ""});
             }
         }
     }
@@ -103,6 +131,10 @@ TEST_P(BackendOps, MatchesReference) {
         ggml_backend_free(cpu);
     } else {
         if (p.use_ref) ggml_backend_cpu_set_use_ref(be, true);
+        kernel_override_guard guard(p.kernel);
+        if (!p.kernel.empty()) {
+            ASSERT_TRUE(ggml_cpu_set_kernel_override(p.kernel.c_str())) << "cannot force kernel " << p.kernel;
+        }
         r = bops::run_case(c, be, p.n_threads);
     }
     ggml_backend_free(be);

@@ -86,6 +86,29 @@ GGML_API void ggml_cpu_fp16_to_fp32(const ggml_fp16_t * x, float * y, int64_t n)
 GGML_API void ggml_cpu_fp32_to_bf16(const float * x, ggml_bf16_t * y, int64_t n);
 GGML_API void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n);
 
+// Kernel choice per op family (docs/architecture.md, "Kernel choice"): where two kernels with the
+// same semantics exist, a table of measured CPUs picks one. spec: NULL, "" or "auto" restores the
+// table's choice; a kernel name forces it for every family; "FAMILY=KERNEL,..." per family.
+// FAMILY: mul_mat_bf16 (BF16-weight GEMM), flash_attn (F16/BF16 K/V, GGML_PREC_DEFAULT);
+// KERNEL: f32fma (widened to F32, FMA), bf16dot (rounded to BF16, vdpbf16ps), auto.
+// The environment variable GGML_CPU_KERNEL takes the same syntax (read once, at first use).
+// Process-wide; call it between computations. Returns false and changes nothing for a spec it
+// cannot parse or a kernel this CPU cannot run.
+GGML_API bool         ggml_cpu_set_kernel_override(const char * spec);
+// The kernel a family uses now ("f32fma", "bf16dot"); NULL for an unknown family.
+GGML_API const char * ggml_cpu_get_kernel(const char * family);
+// Name of the kernel-table row that matched this CPU ("default (no measured row)" if none did).
+GGML_API const char * ggml_cpu_kernel_table_row(void);
+// The processor's model name (CPUID brand string, else /proc/cpuinfo).
+GGML_API const char * ggml_cpu_model_name(void);
+// The kernel table's key for this CPU: CPUID vendor string (13 bytes with the NUL; "" off x86),
+// display family and model, and the AVX512_BF16 / AMX-BF16 feature bits (CPUID and OS state).
+GGML_API void         ggml_cpu_get_identity(char vendor[13], unsigned * family, unsigned * model, bool * avx512_bf16,
+                                            bool * amx_bf16);
+// Which kernel the CPU backend runs for this node now, e.g. "avx512 bf16dot", "avx512 f32fma",
+// "portable" (MUL_MAT and FLASH_ATTN_EXT are specific; other ops say "default" or "portable").
+GGML_API const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu, const struct ggml_tensor * node);
+
 #ifdef __cplusplus
 }
 #endif
