@@ -67,6 +67,21 @@ bool make_graph(const model & m, const build_options & o, int blk, block_graph &
     return g.out != nullptr;
 }
 
+// The scheduler aborts the process on a node no backend runs (e.g. an INT8 linear wider than the
+// kernel's limit); say which node instead, before scheduling.
+bool check_supported(ggml_backend_t backend, const block_graph & g, std::string & err) {
+    for (int i = 0; i < ggml_graph_n_nodes(g.gf); ++i) {
+        ggml_tensor * t = ggml_graph_node(g.gf, i);
+        if (ggml_backend_supports_op(backend, t)) continue;
+        const ggml_ext_op_t eo = ggml_ext_get_op(t);
+        err = "node " + std::string(t->name) + " (" + (eo ? ggml_ext_op_name(eo) : ggml_op_desc(t)) + ", [" +
+              std::to_string(t->src[0] ? t->src[0]->ne[0] : 0) + " x " + std::to_string(t->src[0] ? t->src[0]->ne[1] : 0) +
+              "] input) has no kernel on " + ggml_backend_name(backend) + " at this size";
+        return false;
+    }
+    return true;
+}
+
 } // namespace
 
 bool runner::forward(const model & m, const build_options & o, const std::vector<float> & x,
@@ -85,7 +100,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
     const fusion_scope fusion(o.fusion);
     for (int i = 0; i < c.blocks; ++i) {
         block_graph g;
-        if (!make_graph(m, o, i, g, err)) return false;
+        if (!make_graph(m, o, i, g, err) || !check_supported(backend_, g, err)) return false;
         ggml_backend_sched_reset(sched_);
         if (!ggml_backend_sched_alloc_graph(sched_, g.gf)) {
             err = "the scheduler could not allocate block " + std::to_string(i) + " (out of memory?)";
@@ -121,7 +136,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
 bool runner::plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err) {
     const fusion_scope fusion(o.fusion);
     block_graph g;
-    if (!make_graph(m, o, blk, g, err)) return false;
+    if (!make_graph(m, o, blk, g, err) || !check_supported(backend_, g, err)) return false;
     ggml_backend_sched_reset(sched_);
     if (!ggml_backend_sched_alloc_graph(sched_, g.gf)) {
         err = "the scheduler could not allocate the block graph (out of memory?)";
@@ -174,7 +189,7 @@ void runner::set_abort_callback(ggml_abort_callback cb, void * data) {
 bool runner::measure(const model & m, const build_options & o, memory_use & u, std::string & err) {
     const fusion_scope fusion(o.fusion);
     block_graph        g;
-    if (!make_graph(m, o, 0, g, err)) return false;
+    if (!make_graph(m, o, 0, g, err) || !check_supported(backend_, g, err)) return false;
     size_t sizes[1] = {0}; // one backend: the CPU
     ggml_backend_sched_reserve_size(sched_, g.gf, sizes);
     u.compute_bytes = sizes[0];

@@ -18,7 +18,8 @@ std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the stop flag must be usable in a signal handler");
 
 std::atomic<long long> g_polls{0};
-long long              g_raise_at = 0; // test hook: raise SIGINT at this poll (0: never)
+long long              g_raise_at  = 0; // test hook: raise g_raise_sig at this poll (0: never)
+int                    g_raise_sig = SIGINT;
 
 struct sigaction g_old_int, g_old_term;
 
@@ -47,7 +48,12 @@ long long parse_hook(const char * s) {
 interrupt_scope::interrupt_scope() {
     g_signal.store(0);
     g_polls.store(0);
-    g_raise_at = parse_hook(std::getenv("SDX_TEST_SIGINT_AT_POLL"));
+    g_raise_at  = parse_hook(std::getenv("SDX_TEST_SIGINT_AT_POLL"));
+    g_raise_sig = SIGINT;
+    if (g_raise_at == 0) {
+        g_raise_at  = parse_hook(std::getenv("SDX_TEST_SIGTERM_AT_POLL"));
+        g_raise_sig = SIGTERM;
+    }
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -64,7 +70,7 @@ interrupt_scope::~interrupt_scope() {
 int interrupt_signal() { return g_signal.load(std::memory_order_relaxed); }
 
 bool abort_poll(void *) {
-    if (g_raise_at > 0 && g_polls.fetch_add(1, std::memory_order_relaxed) + 1 == g_raise_at) raise(SIGINT);
+    if (g_raise_at > 0 && g_polls.fetch_add(1, std::memory_order_relaxed) + 1 == g_raise_at) raise(g_raise_sig);
     return g_signal.load(std::memory_order_relaxed) != 0;
 }
 

@@ -8,8 +8,9 @@
 namespace sdx {
 
 // Installs the handlers for its lifetime (restores the previous ones after).
-// Test hook: SDX_TEST_SIGINT_AT_POLL=N makes the Nth call of abort_poll raise SIGINT itself, so
-// a test can interrupt at a chosen point by count, never by timer.
+// Test hook: SDX_TEST_SIGINT_AT_POLL=N (or SDX_TEST_SIGTERM_AT_POLL=N) makes the Nth call of
+// abort_poll raise that signal itself, so a test interrupts at a chosen point by count, never
+// by timer.
 class interrupt_scope {
   public:
     interrupt_scope();
