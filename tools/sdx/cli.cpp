@@ -57,20 +57,22 @@ long long args::int_value(long long lo, long long hi) {
 }
 
 const char * const MODEL_OPTS_HELP =
-    "Model options:\n"
-    "  --blocks N        Krea2 single-stream blocks in the stack\n"
-    "  --tokens L        sequence length (text + image tokens)\n"
-    "  --text-tokens T   text tokens at the start of the sequence (default min(32, L/2))\n"
+    "Model options (integers are plain decimal; each option at most once):\n"
+    "  --blocks N        Krea2 single-stream blocks in the stack, 1..1000\n"
+    "  --tokens L        sequence length (text + image tokens), 2..65536\n"
+    "  --text-tokens T   text tokens at the start of the sequence, 0..L-1 (default min(32, L/2))\n"
     "  --hidden H        hidden size (default 6144; must be heads x 128)\n"
-    "  --heads N         query heads of dim 128 (default 48)\n"
-    "  --kv-heads N      key/value heads (default 12; divides --heads)\n"
-    "  --mlp N           SwiGLU hidden size (default 16384)\n"
+    "  --heads N         query heads of dim 128, 1..512 (default 48)\n"
+    "  --kv-heads N      key/value heads, 1..512 (default 12; divides --heads)\n"
+    "  --mlp N           SwiGLU hidden size, a multiple of 256 up to 262144 (default 16384;\n"
+    "                    int8 only up to the INT8 kernel's K limit, 131072 today)\n"
     "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 (default int8)\n"
-    "  --threads N       CPU threads (default: the CPU backend's default)\n"
-    "  --seed S          seed of the synthetic weights and input (default 42)\n"
+    "  --threads N       CPU threads, 1..512 (default: the CPU backend's default)\n"
+    "  --seed S          seed of the synthetic weights and input, 0..2^63-1 (default 42)\n"
     "  --no-fusion       sd fusion rules off: every node runs by itself (same graph)\n"
     "  --weights FILE    block weights from a safetensors checkpoint (plain float or ComfyUI\n"
-    "                    int8_tensorwise); width and heads are taken from the file\n";
+    "                    int8_tensorwise); width and heads are taken from the file, so\n"
+    "                    --hidden, --heads, --kv-heads and --mlp do not go with it\n";
 
 bool model_opts::parse(args & a) {
     const std::string o = a.cur();
