@@ -280,7 +280,9 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
 
     std::vector<float> tmp;
     for (int i = 0; i < cfg.blocks; ++i) {
-        if (progress) progress(i, cfg.blocks, "weights");
+        // reported per linear: converting one block at full width takes seconds, and the caller
+        // may stop from here (Ctrl-C)
+        if (progress) progress(i * 8, cfg.blocks * 8, "weights");
         host_block hb;
         if (!src->get_block(cfg, i, hb, err)) return false;
         block_t &  b      = blocks_[(size_t) i];
@@ -325,6 +327,7 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
             // release as we go: at full width one block's F32 copy is 1.7 GB
             std::vector<float>().swap(l.f32);
             std::vector<int8_t>().swap(l.i8);
+            if (progress) progress(i * 8 + k + 1, cfg.blocks * 8, "weights");
         }
         if (!check_vec(hb.mod_lin, (size_t) (6 * cfg.hidden), pre + "mod.lin", err) ||
             !check_vec(hb.prenorm, (size_t) cfg.hidden, pre + "prenorm.scale", err) ||
@@ -347,7 +350,7 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
             }
         }
     }
-    if (progress) progress(cfg.blocks, cfg.blocks, "weights");
+    if (progress) progress(cfg.blocks * 8, cfg.blocks * 8, "weights");
     return true;
 }
 

@@ -104,6 +104,7 @@ struct block_t {
     ggml_tensor * mod_lin = nullptr, *prenorm = nullptr, *postnorm = nullptr, *qnorm = nullptr, *knorm = nullptr;
 };
 
+// Called between linears while loading (done of total linears); it may throw to stop the load.
 using progress_fn = std::function<void(int done, int total, const char * what)>;
 
 class model {
