@@ -187,7 +187,7 @@ const std::vector<bad_line> & bad_lines() {
         {{"bench", "--json", "a.json", "--json", "b.json"}, 2}, {{"bench", "--frobnicate"}, 2},
         // quantize
         {{"quantize"}, 2}, {{"quantize", "a.safetensors"}, 2}, {{"quantize", "a", "b", "c"}, 2},
-        {{"quantize", "a", "b", "--group", "3"}, 2},
+        {{"quantize", "", "b"}, 2}, {{"quantize", "a", ""}, 2}, {{"quantize", "a", "b", "--group", "3"}, 2},
         {{"quantize", "a", "b", "--group", "-1"}, 2}, {{"quantize", "a", "b", "--group", "257"}, 2},
         {{"quantize", "a", "b", "--group", " 4"}, 2}, {{"quantize", "a", "b", "--group"}, 2},
         {{"quantize", "a", "b", "--group", "4", "--group", "4"}, 2}, {{"quantize", "a", "b", "--frobnicate"}, 2},
