@@ -4,9 +4,8 @@
 #include "memory_plan.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -59,9 +58,7 @@ bool estimate_memory(runner & r, const config & cfg, const std::vector<phase_spe
         const size_t       held = (size_t) ph.held_outputs;
         // loading: a block's host copies are released linear by linear as they are copied in, so
         // at most one block is in both places; the earlier phases' buffers are still there
-        config one_block = cfg;
-        one_block.blocks = 1;
-        const size_t W1  = model::weight_bytes_for(one_block, ph.type);
+        const size_t W1 = model::weight_bytes_for(one, ph.type);
         consider(k, true, W, sat_add(hb > W1 ? hb - W1 : 0, sat_mul(1 + held, act)));
         model m;
         if (!m.load(one, ph.type, nullptr, err)) return false;
