@@ -128,12 +128,17 @@ void cgroup_dir(available_memory & a, const std::string & dir, bool v2) {
 } // namespace
 
 available_memory query_available_memory() {
+    return query_available_memory_from("/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup");
+}
+
+available_memory query_available_memory_from(const std::string & meminfo, const std::string & self_cgroup,
+                                             const std::string & cgroup_root) {
     available_memory a;
     size_t           kb = 0;
-    if (read_key("/proc/meminfo", "MemAvailable:", kb)) take_min(a, sat_mul(kb, 1024), "MemAvailable");
+    if (read_key(meminfo, "MemAvailable:", kb)) take_min(a, sat_mul(kb, 1024), "MemAvailable");
 
     // every enclosing cgroup's limit applies; the mount may show our cgroup as its root (namespaces)
-    std::ifstream f("/proc/self/cgroup");
+    std::ifstream f(self_cgroup);
     std::string   line;
     while (std::getline(f, line)) {
         const size_t c1 = line.find(':'), c2 = line.find(':', c1 == std::string::npos ? 0 : c1 + 1);
@@ -142,7 +147,7 @@ available_memory query_available_memory() {
         std::string       path = line.substr(c2 + 1);
         const bool        v2   = ctrl.empty();
         if (!v2 && ctrl.find("memory") == std::string::npos) continue;
-        const std::string root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+        const std::string root = v2 ? cgroup_root : cgroup_root + "/memory";
         for (;;) {
             cgroup_dir(a, root + (path == "/" ? "" : path), v2);
             if (path.empty() || path == "/") break;

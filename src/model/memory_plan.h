@@ -49,6 +49,9 @@ struct available_memory {
 // min(MemAvailable, every enclosing cgroup's limit minus its usage (reclaimable file pages
 // counted as free)).
 available_memory query_available_memory();
+// The same from other files (tests): /proc/meminfo, /proc/self/cgroup, the cgroup mount root.
+available_memory query_available_memory_from(const std::string & meminfo, const std::string & self_cgroup,
+                                             const std::string & cgroup_root);
 
 // What fits in `avail` bytes instead of cfg: a phrase like "try --tokens 4096, --blocks 7 or
 // --no-check" ("" when nothing smaller fits either). check_phase: index of the phase that
