@@ -128,6 +128,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
     r.out                         = x;
     r.block_s.clear();
     r.total_s = 0;
+    r.aborted = false;
     const fusion_scope fusion(o.fusion);
     for (int i = 0; i < c.blocks; ++i) {
         block_graph g;
@@ -144,6 +145,12 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
         const auto       t0 = std::chrono::steady_clock::now();
         enum ggml_status st = ggml_backend_sched_graph_compute(sched_, g.gf);
         const auto       t1 = std::chrono::steady_clock::now();
+        if (st == GGML_STATUS_ABORTED) {
+            r.aborted = true;
+            err       = "interrupted in block " + std::to_string(i);
+            ggml_backend_sched_reset(sched_);
+            return false;
+        }
         if (st != GGML_STATUS_SUCCESS) {
             err = "block " + std::to_string(i) + " failed to compute (status " + std::to_string((int) st) + ")";
             return false;
@@ -204,6 +211,33 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
     }
     p.buffer_bytes = ggml_backend_sched_get_buffer_size(sched_, backend_);
     ggml_backend_sched_reset(sched_);
+    return true;
+}
+
+void runner::set_abort_callback(ggml_abort_callback cb, void * data) {
+    ggml_backend_cpu_set_abort_callback(backend_, cb, data);
+}
+
+bool runner::measure(const model & m, const build_options & o, memory_use & u, std::string & err) {
+    const fusion_scope fusion(o.fusion);
+    block_graph        g;
+    if (!make_graph(m, o, 0, backend_, g, err)) return false;
+    size_t sizes[1] = {0}; // one backend: the CPU
+    ggml_backend_sched_reserve_size(sched_, g.gf, sizes);
+    u.compute_bytes = sizes[0];
+    // The executor's work buffer is internal to the CPU backend; bound it from the graph: the
+    // largest mul_mat activation in F32 (what a conversion or packing can take at most) plus
+    // room for per-thread weight panels and attention tiles.
+    size_t work = 0;
+    for (int i = 0; i < ggml_graph_n_nodes(g.gf); ++i) {
+        const ggml_tensor * t = ggml_graph_node(g.gf, i);
+        if (t->op != GGML_OP_MUL_MAT || !t->src[1]) continue;
+        const size_t x = (size_t) ggml_nelements(t->src[1]) * sizeof(float);
+        work           = std::max(work, x + x / 32); // + the packing's padding of rows and K
+
+    }
+    const size_t per_thread = (size_t) 4 << 20;
+    u.cpu_work_bytes        = work + (size_t) std::max(1, ggml_backend_cpu_get_n_threads(backend_)) * per_thread;
     return true;
 }
 

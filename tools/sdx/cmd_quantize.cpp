@@ -43,6 +43,7 @@ int cmd_quantize(int argc, char ** argv) {
         }
     }
     if (files.size() != 2) usage_error("quantize needs IN.safetensors and OUT.safetensors (try 'sdx quantize --help')");
+    if (files[0].empty() || files[1].empty()) usage_error("quantize: a file name is empty");
     if (files[0] == files[1]) usage_error("quantize: IN and OUT are the same file");
     progress    p("quantize");
     std::string err;
