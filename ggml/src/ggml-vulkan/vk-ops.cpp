@@ -95,14 +95,15 @@ bool op_supported(vk_device * dev, const ggml_tensor * node) {
         case GGML_OP_CPY: {
             const ggml_tensor * s = node->src[0];
             if (!s || ggml_nelements(s) != ggml_nelements(node)) return false;
-            return (is_float(s->type) && is_float(node->type)) || (s->type == node->type && is_word_type(s->type));
+            // float <-> float, float <-> I32 (truncation toward zero, as the CPU), raw same-type copies
+            return is_word_type(s->type) && is_word_type(node->type);
         }
         case GGML_OP_ADD:
         case GGML_OP_SUB:
         case GGML_OP_MUL:
         case GGML_OP_DIV: return binary_ok(node);
 
-        case GGML_OP_SCALE: return node->src[0] && node->src[0]->type == GGML_TYPE_F32 && node->type == GGML_TYPE_F32;
+        case GGML_OP_SCALE:
         case GGML_OP_SQR:
         case GGML_OP_SQRT:
         case GGML_OP_NORM:

@@ -54,8 +54,10 @@ void main() {
         } else if (OP == OP_SCALE) {
             const float x = ld(a, off4(a, c));
             const float s = pc.p.fp[0], bias = pc.p.fp[1];
-            // plain scale keeps s*x exactly (adding +0 would turn -0 into +0)
-            st(d, od, bias == 0.0 ? s * x : s * x + bias);
+            // plain scale keeps s*x exactly (adding +0 would turn -0 into +0). With a bias the
+            // result must be s*x+b rounded once (the CPU uses FMA): drivers may split fma(), so
+            // the product's rounding error comes from Dekker's exact product and is added back
+            st(d, od, bias == 0.0 ? s * x : mul_add_exact(s, x, bias));
         } else if (OP == OP_SQR) {
             const float x = ld(a, off4(a, c));
             st(d, od, x * x);

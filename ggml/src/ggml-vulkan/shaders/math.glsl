@@ -81,3 +81,18 @@ float unary_f(int op, float x) {
     }
     return x;
 }
+
+// a*b + c with one rounding in practice: Dekker's two-product (Veltkamp splits) recovers the
+// rounding error of a*b exactly; `precise` forbids contraction/reassociation of these steps
+float mul_add_exact(float a, float b, float c) {
+    precise float p  = a * b;
+    precise float ca = 4097.0 * a;
+    precise float ah = ca - (ca - a);
+    precise float al = a - ah;
+    precise float cb = 4097.0 * b;
+    precise float bh = cb - (cb - b);
+    precise float bl = b - bh;
+    precise float e  = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    precise float r  = (p + c) + e;
+    return r;
+}
