@@ -45,6 +45,7 @@ const char * const MODEL_OPTS_HELP =
     "  --mlp N           SwiGLU hidden size (default 16384)\n"
     "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 (default int8)\n"
     "  --threads N       CPU threads (default: the CPU backend's default)\n"
+    "  --device D        cpu | vulkan | vulkan:N (GPU first, CPU fallback for what it declines)\n"
     "  --seed S          seed of the synthetic weights and input (default 42)\n"
     "  --no-fusion       sd fusion rules off: every node runs by itself (same graph)\n"
     "  --weights FILE    block weights from a safetensors checkpoint (plain float or ComfyUI\n"
@@ -63,6 +64,7 @@ bool model_opts::parse(args & a) {
     else if (o == "--seed") seed = (uint64_t) a.int_value(0, INT64_MAX);
     else if (o == "--no-fusion") fusion = false;
     else if (o == "--weights") weights = a.value();
+    else if (o == "--device") device = a.value();
     else if (o == "--dtype") {
         const std::string v = a.value();
         if (!krea2::parse_wtype(v, dtype)) usage_error("option --dtype: '" + v + "' is not one of int8, bf16, f32");

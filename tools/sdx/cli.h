@@ -50,6 +50,7 @@ struct model_opts {
     bool          fusion  = true;
     bool          text_set = false;
     std::string   weights;
+    std::string   device = "cpu"; // --device cpu | vulkan[:N]
 
     // true if the current argument was a model option (consumed with its value)
     bool parse(args & a);

@@ -134,7 +134,7 @@ int cmd_bench(int argc, char ** argv) {
 
     krea2::runner r;
     std::string   err;
-    if (!r.init(o.threads, err)) fail(err);
+    if (!r.init(o.threads, err, o.device)) fail(err);
 
     const bench_cfg cfgs[] = {
         {"f32-native", krea2::wtype::f32, false, true},

@@ -50,7 +50,7 @@ int cmd_run(int argc, char ** argv) {
 
     krea2::runner r;
     std::string   err;
-    if (!r.init(o.threads, err)) fail(err);
+    if (!r.init(o.threads, err, o.device)) fail(err);
 
     auto m = std::make_unique<krea2::model>();
     load_model(o, o.dtype, *m, true);
@@ -59,6 +59,7 @@ int cmd_run(int argc, char ** argv) {
            c.blocks, (long long) c.tokens, (long long) c.text_tokens, (long long) c.hidden, (long long) c.heads,
            (long long) c.kv_heads, (long long) c.mlp, krea2::wtype_name(o.dtype), o.weights.empty() ? " (synthetic)" : "",
            o.fusion ? "on" : "off");
+    if (o.device != "cpu") printf("  device: %s (CPU fallback for what it declines)\n", o.device.c_str());
     fflush(stdout);
 
     const std::vector<float> x    = krea2::synthetic_input(c, o.seed);
@@ -92,7 +93,11 @@ int cmd_run(int argc, char ** argv) {
         load_model(o, krea2::wtype::f32, f, true);
         krea2::build_options nb;
         nb.rope_ext                   = false;
-        const krea2::runner::result ref = run_stack(r, f, nb, x, tvec, "check f32");
+        // the reference is always native F32 on the CPU
+        krea2::runner cpu_r;
+        if (o.device != "cpu" && !cpu_r.init(o.threads, err)) fail(err);
+        krea2::runner & ref_r = o.device != "cpu" ? cpu_r : r;
+        const krea2::runner::result ref = run_stack(ref_r, f, nb, x, tvec, "check f32");
         printf("  check: relative RMS deviation from native F32: %.3e of the output, %.3e of the stack's update (out - x);"
                " native F32 stack %.3f s\n",
                krea2::rel_rms(out, ref.out), krea2::rel_rms_update(out, ref.out, x), ref.total_s);
