@@ -35,6 +35,9 @@ GGML_API ggml_backend_reg_t ggml_backend_vk_reg(void);
 // Khronos validation layer is enabled with a debug messenger; every message it reports is logged
 // and counted here. Tests fail on a non-zero count.
 GGML_API bool   ggml_backend_vk_validation_enabled(void);
+// Benchmark baseline: mul_mat with the plain-loop shader (one invocation per output, no tiling)
+// instead of the tiled one on this backend.
+GGML_API void   ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool plain);
 GGML_API size_t ggml_backend_vk_validation_message_count(void);
 
 #ifdef __cplusplus

@@ -111,4 +111,9 @@ bool ggml_backend_is_vk(ggml_backend_t backend) {
     return backend && backend->guid && memcmp(backend->guid->bytes, vk_guid.bytes, sizeof(vk_guid.bytes)) == 0;
 }
 
+void ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool plain) {
+    GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
+    ctx_of(backend)->stream.plain_mul_mat = plain;
+}
+
 } // extern "C"

@@ -162,6 +162,7 @@ struct vk_stream {
     bool            recording  = false;
     size_t          n_dispatches = 0;
     size_t          n_barriers   = 0;
+    bool            plain_mul_mat = false; // benchmark baseline (ggml_backend_vk_set_plain_mul_mat)
 
     struct range { uint64_t lo, hi; };
     std::vector<range> pending_writes; // written since the last barrier

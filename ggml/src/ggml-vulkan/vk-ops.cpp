@@ -245,7 +245,8 @@ bool record_mul_mat(recorder & r) {
     const uint32_t gx = (uint32_t) ((node->ne[0] + bm - 1) / bm);
     const uint32_t gy = (uint32_t) ((node->ne[1] + bn - 1) / bn);
     const uint32_t gz = (uint32_t) (node->ne[2] * node->ne[3]);
-    if (gx > dev->props.limits.maxComputeWorkGroupCount[0] || gy > dev->props.limits.maxComputeWorkGroupCount[1]) {
+    if (r.s.plain_mul_mat || gx > dev->props.limits.maxComputeWorkGroupCount[0] ||
+        gy > dev->props.limits.maxComputeWorkGroupCount[1]) {
         // fall back to the plain shader, which loops over any size
         const uint32_t w = wg_size(dev, 256);
         return r.run("mul_mat_naive", {(int32_t) w}, groups_for(dev, (uint64_t) ggml_nelements(node), w));
