@@ -57,7 +57,7 @@ bool vk_stream_init(vk_stream & s, vk_device * dev) {
 }
 
 void vk_stream_destroy(vk_stream & s) {
-    if (!s.dev) return;
+    if (!s.dev || vk_shut_down()) return;
     VkDevice d = s.dev->device;
     if (s.fence) vkDestroyFence(d, s.fence, nullptr);
     if (s.pool) vkDestroyCommandPool(d, s.pool, nullptr); // frees s.cmd

@@ -22,6 +22,7 @@ struct vk_instance_state {
 };
 
 std::atomic<size_t> g_validation_messages{0};
+std::atomic<bool>   g_shut_down{false};
 
 VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                               VkDebugUtilsMessageTypeFlagsEXT type,
@@ -169,8 +170,43 @@ vk_instance_state * create_instance() {
     return st;
 }
 
+vk_instance_state * g_state = nullptr;
+
+// At process exit: every device, then the instance (leak checkers and the validation layer
+// see a clean shutdown). Runs after the static destructors of objects created later.
+void destroy_all() {
+    vk_instance_state * st = g_state;
+    if (!st) return;
+    g_shut_down = true;
+    for (auto & dp : st->devices) {
+        vk_device * dev = dp.get();
+        if (!dev->init_ok || !dev->device) continue;
+        vkDeviceWaitIdle(dev->device);
+        vk_destroy_pipelines(dev);
+        if (dev->layout) vkDestroyPipelineLayout(dev->device, dev->layout, nullptr);
+        if (dev->pipeline_cache) vkDestroyPipelineCache(dev->device, dev->pipeline_cache, nullptr);
+        if (dev->xfer_fence) vkDestroyFence(dev->device, dev->xfer_fence, nullptr);
+        if (dev->xfer_pool) vkDestroyCommandPool(dev->device, dev->xfer_pool, nullptr);
+        vk_pool_destroy(dev->host_pool);
+        vk_pool_destroy(dev->device_pool);
+        vkDestroyDevice(dev->device, nullptr);
+        dev->device = VK_NULL_HANDLE;
+    }
+    if (st->messenger) {
+        auto destroy = (PFN_vkDestroyDebugUtilsMessengerEXT) vkGetInstanceProcAddr(st->instance, "vkDestroyDebugUtilsMessengerEXT");
+        if (destroy) destroy(st->instance, st->messenger, nullptr);
+    }
+    if (st->instance) vkDestroyInstance(st->instance, nullptr);
+    // the device objects stay allocated: registries and leaked handles may still point at them
+    st->instance = VK_NULL_HANDLE;
+}
+
 vk_instance_state & instance_state() {
-    static vk_instance_state * st = create_instance(); // never destroyed: devices outlive every backend
+    static vk_instance_state * st = [] {
+        g_state = create_instance();
+        atexit(destroy_all);
+        return g_state;
+    }();
     return *st;
 }
 
@@ -385,6 +421,8 @@ void init_device_objects(vk_device * dev) {
 void vk_check_failed(VkResult r, const char * what) { GGML_LOG_ERROR("ggml-vulkan: %s failed: VkResult %d\n", what, (int) r); }
 
 size_t vk_device_count() { return instance_state().devices.size(); }
+
+bool vk_shut_down() { return g_shut_down.load(); }
 
 vk_device * vk_get_device(size_t index) {
     vk_instance_state & st = instance_state();

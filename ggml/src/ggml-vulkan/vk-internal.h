@@ -105,6 +105,9 @@ struct vk_device {
 };
 
 vk_device * vk_get_device(size_t index);         // nullptr if out of range
+// true once the process-exit teardown destroyed every device: Vulkan objects that outlive it
+// (backends or buffers the application never freed) are then only forgotten
+bool        vk_shut_down();
 size_t      vk_device_count();
 bool        vk_device_ready(vk_device * dev);     // creates the logical device once
 VkResult    vk_submit_wait(vk_device * dev, VkCommandBuffer cmd, VkFence fence);

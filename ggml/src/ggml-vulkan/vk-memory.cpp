@@ -214,7 +214,7 @@ size_t tensor_offset(ggml_backend_buffer_t buffer, const ggml_tensor * t) {
 
 void buf_free(ggml_backend_buffer_t buffer) {
     vk_buffer_ctx * ctx = bctx(buffer);
-    {
+    if (!vk_shut_down()) {
         std::lock_guard<std::mutex> lock(ctx->dev->mem_mtx);
         vk_pool_free(ctx->host ? ctx->dev->host_pool : ctx->dev->device_pool, ctx->a);
     }
