@@ -279,6 +279,34 @@ TEST_F(VulkanTest, DependentChainInOneSubmission) {
     }
 }
 
+// Barrier placement, observed through the recorded counts (lavapipe runs dispatches in order, so
+// a missing barrier would not show in the results there): independent nodes share no barrier,
+// each read of a just-written tensor gets one.
+TEST_F(VulkanTest, BarriersOnlyWhereANodeReadsAPendingWrite) {
+    ctx_guard     ctx{ggml_init({32 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true})};
+    ggml_tensor * x[3];
+    for (ggml_tensor *& t : x) {
+        t = ggml_new_tensor_1d(ctx.ctx, GGML_TYPE_F32, 1000);
+        ggml_set_input(t);
+    }
+    ggml_tensor * y1 = ggml_sqr(ctx.ctx, x[0]);
+    ggml_tensor * y2 = ggml_sqr(ctx.ctx, x[1]);
+    ggml_tensor * y3 = ggml_neg(ctx.ctx, x[2]);   // three independent dispatches: no barrier
+    ggml_tensor * t  = ggml_add(ctx.ctx, y1, y2); // reads y1, y2: barrier 1
+    ggml_tensor * o  = ggml_add(ctx.ctx, t, y3);  // reads t: barrier 2
+    ggml_set_output(o);
+    ggml_cgraph * g = ggml_new_graph(ctx.ctx);
+    ggml_build_forward_expand(g, o);
+    buf_guard buf{ggml_backend_alloc_ctx_tensors(ctx.ctx, vk_backend(0))};
+    ASSERT_NE(buf.buf, nullptr);
+    ggml_backend_buffer_clear(buf.buf, 0);
+    ASSERT_EQ(ggml_backend_graph_compute(vk_backend(0), g), GGML_STATUS_SUCCESS);
+    size_t dispatches = 0, barriers = 0;
+    ggml_backend_vk_get_graph_stats(vk_backend(0), &dispatches, &barriers);
+    EXPECT_EQ(dispatches, 5u);
+    EXPECT_EQ(barriers, 2u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scheduler: CPU + Vulkan
 

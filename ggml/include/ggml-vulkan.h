@@ -38,6 +38,8 @@ GGML_API bool   ggml_backend_vk_validation_enabled(void);
 // Benchmark baseline: mul_mat with the plain-loop shader (one invocation per output, no tiling)
 // instead of the tiled one on this backend.
 GGML_API void   ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool plain);
+// Dispatches and memory barriers recorded by the backend's last graph_compute (one submission).
+GGML_API void   ggml_backend_vk_get_graph_stats(ggml_backend_t backend, size_t * dispatches, size_t * barriers);
 GGML_API size_t ggml_backend_vk_validation_message_count(void);
 
 #ifdef __cplusplus

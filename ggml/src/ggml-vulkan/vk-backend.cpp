@@ -111,6 +111,13 @@ bool ggml_backend_is_vk(ggml_backend_t backend) {
     return backend && backend->guid && memcmp(backend->guid->bytes, vk_guid.bytes, sizeof(vk_guid.bytes)) == 0;
 }
 
+void ggml_backend_vk_get_graph_stats(ggml_backend_t backend, size_t * dispatches, size_t * barriers) {
+    GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
+    const vk_stream & s = ctx_of(backend)->stream;
+    if (dispatches) *dispatches = s.n_dispatches;
+    if (barriers) *barriers = s.n_barriers;
+}
+
 void ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool plain) {
     GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
     ctx_of(backend)->stream.plain_mul_mat = plain;
