@@ -160,6 +160,11 @@ vk_instance_state * create_instance() {
         vkGetPhysicalDeviceProperties2(pd, &p2);
         dev->max_alloc = (size_t) m3.maxMemoryAllocationSize;
         dev->description = dev->props.deviceName;
+        dev->gemm_direct = dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        if (const char * g = getenv("GGML_VK_GEMM")) {
+            if (strcmp(g, "shared") == 0) dev->gemm_direct = false;
+            if (strcmp(g, "direct") == 0) dev->gemm_direct = true;
+        }
         switch (dev->props.deviceType) {
             case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: dev->type = GGML_BACKEND_DEVICE_TYPE_IGPU; break;
             default: dev->type = GGML_BACKEND_DEVICE_TYPE_GPU; break; // lavapipe (CPU type) is still an offload target

@@ -71,6 +71,9 @@ struct vk_device {
     VkPhysicalDeviceMemoryProperties mem_props{};
     uint32_t                         subgroup_size = 0;
     size_t                           max_alloc     = 0; // maxMemoryAllocationSize
+    // mul_mat reads operands straight from memory instead of staging tiles in shared memory:
+    // on CPU drivers (shared memory is ordinary memory there); GGML_VK_GEMM=shared|direct overrides
+    bool                             gemm_direct   = false;
     enum ggml_backend_dev_type       type          = GGML_BACKEND_DEVICE_TYPE_GPU;
 
     // created on first use (init_logical)

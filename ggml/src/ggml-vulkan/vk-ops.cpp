@@ -21,6 +21,7 @@ bool addressable(const ggml_tensor * t) {
     if (!t) return true;
     if (!is_word_type(t->type)) return false;
     const size_t ts   = ggml_type_size(t->type);
+    if (t->view_src && t->view_offs % ts != 0) return false; // element loads must be aligned
     uint64_t     span = 1;
     for (int d = 0; d < GGML_MAX_DIMS; d++) {
         if (t->ne[d] < 0 || (uint64_t) t->ne[d] > UINT32_MAX) return false;
@@ -232,16 +233,18 @@ struct recorder {
 bool record_mul_mat(recorder & r) {
     ggml_tensor * node = r.node;
     vk_device *   dev  = r.s.dev;
-    // 64 x 64 tiles with 256 threads where allowed, else 32 x 32 with 64; the k-slice as deep as
-    // half the shared memory allows (the other half is left for occupancy on real GPUs)
+    // 128 x 128 tiles with 256 threads (8 x 8 outputs each) where allowed, else 64 x 64 with 64;
+    // the k-slice as deep as half the shared memory allows (the other half is left for
+    // occupancy on real GPUs)
     const bool     big = dev->props.limits.maxComputeWorkGroupInvocations >= 256 &&
                      dev->props.limits.maxComputeWorkGroupSize[0] >= 256;
-    const int32_t  bm = big ? 64 : 32, bn = bm;
+    const int32_t  bm = big ? 128 : 64, bn = bm;
     int32_t        bk = 32;
     const uint32_t shared = dev->props.limits.maxComputeSharedMemorySize;
     while (bk > 4 && (uint32_t) ((bm + bn) * bk * 4) > shared / 2) bk /= 2;
-    const int32_t wg = bm * bn / 16;
+    const int32_t wg = bm * bn / 64;
     const int32_t at = (int32_t) node->src[0]->type;
+    const int32_t bt = (int32_t) node->src[1]->type;
     const uint32_t gx = (uint32_t) ((node->ne[0] + bm - 1) / bm);
     const uint32_t gy = (uint32_t) ((node->ne[1] + bn - 1) / bn);
     const uint32_t gz = (uint32_t) (node->ne[2] * node->ne[3]);
@@ -251,7 +254,8 @@ bool record_mul_mat(recorder & r) {
         const uint32_t w = wg_size(dev, 256);
         return r.run("mul_mat_naive", {(int32_t) w}, groups_for(dev, (uint64_t) ggml_nelements(node), w));
     }
-    return r.run("mul_mat", {wg, bm, bn, bk, at}, gx, gy, gz);
+    const int32_t direct = dev->gemm_direct ? 1 : 0;
+    return r.run("mul_mat", {wg, bm, bn, bk, at, bt, direct}, gx, gy, gz);
 }
 
 bool record_rope(recorder & r) {
