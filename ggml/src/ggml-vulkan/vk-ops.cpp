@@ -378,8 +378,15 @@ bool vk_op_record(vk_stream & s, ggml_tensor * node) {
             r.p.fp[1] = max_bias;
             r.p.fp[2] = ggml_get_op_params_f32(node, 2);
             alibi(r, max_bias, node->src[0]->ne[2], 3);
-            const ggml_tensor * q = node->src[0];
-            return r.per_row("flash_attn", -1, (uint64_t) (q->ne[1] * q->ne[2] * q->ne[3]));
+            const ggml_tensor * q  = node->src[0];
+            const int64_t       sg = std::max<uint32_t>(1, s.dev->subgroup_size);
+            // registers per lane for the wider of the two head dims; NQ queries share each K/V row
+            const int32_t maxr = (int32_t) ((std::max(q->ne[0], node->src[2]->ne[0]) + sg - 1) / sg);
+            const int32_t nq   = 4;
+            const uint32_t wg  = wg_size(s.dev, 4 * s.dev->subgroup_size);
+            const uint32_t sgw = std::max<uint32_t>(1, wg / (uint32_t) sg);
+            const uint64_t items = (uint64_t) ((q->ne[1] + nq - 1) / nq) * q->ne[2] * q->ne[3];
+            return r.run("flash_attn", {(int32_t) wg, std::max(maxr, 1), nq}, groups_for(s.dev, items, sgw));
         }
         default:
             GGML_LOG_ERROR("ggml-vulkan: no shader for %s\n", ggml_op_desc(node));
