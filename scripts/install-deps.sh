@@ -8,7 +8,11 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 # libopenblas-dev: the sgemm baseline of bench-ops (optional for the library itself)
 # libdnnl-dev: oneDNN, the s8 matmul baseline of bench-int8 (optional for the library itself)
 # python3-numpy, python3-pip: the Python side of test-io (tests/io_roundtrip.py)
-for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev libdnnl-dev pkg-config; do
+# libvulkan-dev, glslc: the Vulkan backend (GGML_VULKAN builds where both are present)
+# mesa-vulkan-drivers: lavapipe, the CPU Vulkan driver test-vulkan runs on; vulkan-validationlayers:
+#   the Khronos validation layer test-vulkan turns on (any message fails a test)
+for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev libdnnl-dev pkg-config \
+           libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers; do
     have_pkg "$pkg" || need+=("$pkg")
 done
 

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace bops {
 
@@ -73,6 +74,9 @@ std::vector<param> make_params() {
     const auto &       cases = bops::all_cases();
     for (size_t d = 0; d < ggml_backend_dev_count(); d++) {
         ggml_backend_dev_t dev  = ggml_backend_dev_get(d);
+        // Vulkan devices run these cases in test-vulkan, one process for all (pipelines compile
+        // once per process; one ctest process per case would recompile them every time)
+        if (strcmp(ggml_backend_reg_name(ggml_backend_dev_backend_reg(dev)), "Vulkan") == 0) continue;
         const bool         cpu  = ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU;
         const std::string  dn   = bops::sanitize_name(ggml_backend_dev_name(dev));
         for (size_t i = 0; i < cases.size(); i++) {

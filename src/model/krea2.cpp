@@ -312,6 +312,8 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
     }
     buf_ = ggml_backend_alloc_ctx_tensors_from_buft(ctx_, ggml_backend_cpu_buffer_type());
     if (!buf_) { err = "cannot allocate the weight buffer (out of memory?)"; return false; }
+    // weights: a scheduler with a GPU first offloads the ops that read them (with copies)
+    ggml_backend_buffer_set_usage(buf_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
 
     std::vector<float> tmp;
     for (int i = 0; i < cfg.blocks; ++i) {

@@ -10,25 +10,76 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 
 namespace krea2 {
 
 runner::~runner() {
     if (sched_) ggml_backend_sched_free(sched_);
+    if (gpu_) ggml_backend_free(gpu_);
     if (backend_) ggml_backend_free(backend_);
 }
 
-bool runner::init(int threads, std::string & err) {
+namespace {
+
+// "vulkan" / "vulkan:N" -> that device of the Vulkan family; err when absent
+ggml_backend_dev_t find_device(const std::string & spec, std::string & err) {
+    std::string family = spec;
+    size_t      index  = 0;
+    const size_t colon = spec.find(':');
+    if (colon != std::string::npos) {
+        family = spec.substr(0, colon);
+        const std::string n = spec.substr(colon + 1);
+        char * end = nullptr;
+        const unsigned long v = n.empty() ? 0 : strtoul(n.c_str(), &end, 10);
+        if (n.empty() || *end != '\0' || v > 1024) {
+            err = "--device " + spec + ": '" + n + "' is not a device index";
+            return nullptr;
+        }
+        index = (size_t) v;
+    }
+    if (family != "vulkan") {
+        err = "--device " + spec + ": not one of cpu, vulkan, vulkan:N";
+        return nullptr;
+    }
+    ggml_backend_reg_t reg = ggml_backend_reg_by_name("Vulkan");
+    if (!reg) {
+        err = "--device " + spec + ": this build has no Vulkan backend (configure with -DGGML_VULKAN=ON)";
+        return nullptr;
+    }
+    const size_t n = ggml_backend_reg_dev_count(reg);
+    if (index >= n) {
+        err = "--device " + spec + ": no such Vulkan device (" + std::to_string(n) + " found)";
+        return nullptr;
+    }
+    return ggml_backend_reg_dev_get(reg, index);
+}
+
+} // namespace
+
+bool runner::init(int threads, std::string & err, const std::string & device) {
     // kernels and fusion rules of the sd operators on every device in the registry
     if (!sd_ggml_register_extensions()) {
         err = std::string("sd extension registration failed: ") + ggml_ext_last_error();
         return false;
     }
+    ggml_backend_dev_t gpu_dev = nullptr;
+    if (device != "cpu") {
+        gpu_dev = find_device(device, err);
+        if (!gpu_dev) return false;
+    }
     backend_ = ggml_backend_cpu_init();
     if (!backend_) { err = "cannot initialise the CPU backend"; return false; }
     if (threads > 0) ggml_backend_cpu_set_n_threads(backend_, threads);
-    ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type();
-    sched_ = ggml_backend_sched_new(&backend_, &buft, 1, block_graph_nodes(), false, false);
+    if (gpu_dev) {
+        gpu_ = ggml_backend_dev_init(gpu_dev, nullptr);
+        if (!gpu_) { err = std::string("cannot initialise ") + ggml_backend_dev_name(gpu_dev); return false; }
+        ggml_backend_t backends[2] = {gpu_, backend_}; // the CPU last: the fallback
+        sched_ = ggml_backend_sched_new(backends, nullptr, 2, block_graph_nodes(), false, true);
+    } else {
+        ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type();
+        sched_ = ggml_backend_sched_new(&backend_, &buft, 1, block_graph_nodes(), false, false);
+    }
     if (!sched_) { err = "cannot create the scheduler"; return false; }
     return true;
 }
@@ -210,6 +261,7 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
         }
     }
     p.buffer_bytes = ggml_backend_sched_get_buffer_size(sched_, backend_);
+    if (gpu_) p.buffer_bytes += ggml_backend_sched_get_buffer_size(sched_, gpu_);
     ggml_backend_sched_reset(sched_);
     return true;
 }
@@ -222,9 +274,12 @@ bool runner::measure(const model & m, const build_options & o, memory_use & u, s
     const fusion_scope fusion(o.fusion);
     block_graph        g;
     if (!make_graph(m, o, 0, backend_, g, err)) return false;
-    size_t sizes[1] = {0}; // one backend: the CPU
-    ggml_backend_sched_reserve_size(sched_, g.gf, sizes);
-    u.compute_bytes = sizes[0];
+    // one size per scheduler backend (the CPU, and a GPU first with --device); summed: a
+    // conservative host-memory bound (exact where the GPU's memory is host memory, as lavapipe's)
+    std::vector<size_t> sizes((size_t) ggml_backend_sched_get_n_backends(sched_), 0);
+    ggml_backend_sched_reserve_size(sched_, g.gf, sizes.data());
+    u.compute_bytes = 0;
+    for (size_t b : sizes) u.compute_bytes += b;
     // The executor's work buffer is internal to the CPU backend; bound it from the graph: the
     // largest mul_mat activation in F32 (what a conversion or packing can take at most) plus
     // room for per-thread weight panels and attention tiles.

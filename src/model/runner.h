@@ -1,8 +1,8 @@
 #pragma once
 
-// runner.h — runs a krea2::model block by block through ggml_backend_sched on the CPU backend
-// (one graph per block; the residual stream goes block to block through host memory), and
-// describes the scheduled plan of a block graph.
+// runner.h — runs a krea2::model block by block through ggml_backend_sched on the CPU backend,
+// or on a GPU device with the CPU as fallback (one graph per block; the residual stream goes
+// block to block through host memory), and describes the scheduled plan of a block graph.
 
 #include "krea2.h"
 
@@ -15,17 +15,20 @@ namespace krea2 {
 
 class runner {
   public:
-    // Registers the sd extensions (kernels and fusion rules), then the CPU backend and the
-    // scheduler. threads <= 0: the CPU backend default. forward() and plan() check every node
-    // against the backend first: without a kernel for sd_rope_apply the native RoPE chain is
-    // used; any other node without a kernel (INT8 operators when the sd CPU kernels are not
-    // built) fails with an error naming it, never reaching the scheduler's abort.
+    // Registers the sd extensions (kernels and fusion rules), then the backends and the
+    // scheduler. threads <= 0: the CPU backend default. device: "cpu", or "vulkan" / "vulkan:N"
+    // (that Vulkan device first, the CPU for what it declines, e.g. the INT8 custom nodes;
+    // weights stay in host memory and ops reading them are offloaded with copies).
+    // forward() and plan() check every node against the CPU backend (the fallback) first:
+    // without a kernel for sd_rope_apply the native RoPE chain is used; any other node without a
+    // kernel (INT8 operators when the sd CPU kernels are not built) fails with an error naming
+    // it, never reaching the scheduler's abort.
     runner() = default;
     ~runner();
     runner(const runner &)             = delete;
     runner & operator=(const runner &) = delete;
 
-    bool init(int threads, std::string & err);
+    bool init(int threads, std::string & err, const std::string & device = "cpu");
 
     struct result {
         std::vector<float>  out;          // [hidden, L]
@@ -58,7 +61,7 @@ class runner {
     };
     bool plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err);
 
-    ggml_backend_t backend() const { return backend_; }
+    ggml_backend_t backend() const { return backend_; } // the CPU backend
 
     // The CPU backend's abort callback (polled between nodes and inside long kernels, extension
     // kernels included). Must be async-signal-safe to read when driven by a signal handler's flag.
@@ -90,7 +93,8 @@ class runner {
     std::vector<profile_row> profile_;
     double                   node_t0_ = 0;
 
-    ggml_backend_t       backend_ = nullptr;
+    ggml_backend_t       backend_ = nullptr; // CPU
+    ggml_backend_t       gpu_     = nullptr; // the --device backend, if not the CPU
     ggml_backend_sched_t sched_   = nullptr;
 };
 

@@ -68,6 +68,7 @@ const char * const MODEL_OPTS_HELP =
     "                    int8 only up to the INT8 kernel's K limit, 131072 today)\n"
     "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 (default int8)\n"
     "  --threads N       CPU threads, 1..512 (default: the CPU backend's default)\n"
+    "  --device D        cpu | vulkan | vulkan:N (GPU first, CPU fallback for what it declines)\n"
     "  --seed S          seed of the synthetic weights and input, 0..2^63-1 (default 42)\n"
     "  --no-fusion       sd fusion rules off: every node runs by itself (same graph)\n"
     "  --weights FILE    block weights from a safetensors checkpoint (plain float or ComfyUI\n"
@@ -94,6 +95,8 @@ bool model_opts::parse(args & a) {
         // "" used to mean "no file", silently running synthetic weights instead of the user's
         if (weights.empty()) usage_error("option --weights: the file name is empty");
     }
+    else if (o == "--weights") weights = a.value();
+    else if (o == "--device") device = a.value();
     else if (o == "--dtype") {
         const std::string v = a.value();
         if (!krea2::parse_wtype(v, dtype)) usage_error("option --dtype: '" + v + "' is not one of int8, bf16, f32");

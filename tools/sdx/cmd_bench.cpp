@@ -140,7 +140,7 @@ int cmd_bench(int argc, char ** argv) {
     interrupt_scope stop_on_signal;
     krea2::runner   r;
     std::string     err;
-    if (!r.init(o.threads, err)) fail(err);
+    if (!r.init(o.threads, err, o.device)) fail(err);
     r.set_abort_callback(abort_poll, nullptr);
 
     const bench_cfg cfgs[] = {

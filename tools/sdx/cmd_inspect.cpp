@@ -47,7 +47,7 @@ int cmd_inspect(int argc, char ** argv) {
 
     krea2::runner r;
     std::string   err;
-    if (!r.init(o.threads, err)) fail(err);
+    if (!r.init(o.threads, err, o.device)) fail(err);
     krea2::model m;
     load_model(o, o.dtype, m, false);
     krea2::build_options bo;

@@ -65,7 +65,7 @@ int cmd_run(int argc, char ** argv) {
     interrupt_scope stop_on_signal;
     krea2::runner   r;
     std::string     err;
-    if (!r.init(o.threads, err)) fail(err);
+    if (!r.init(o.threads, err, o.device)) fail(err);
     r.set_abort_callback(abort_poll, nullptr);
 
     krea2::build_options bo;
@@ -92,6 +92,7 @@ int cmd_run(int argc, char ** argv) {
     if (avail.bytes == SIZE_MAX) printf("  memory: estimated peak %s (available memory unknown)\n", human_bytes(need.total).c_str());
     else printf("  memory: estimated peak %s, %s available (%s)\n", human_bytes(need.total).c_str(),
                 human_bytes(avail.bytes).c_str(), avail.source.c_str());
+    if (o.device != "cpu") printf("  device: %s (CPU fallback for what it declines)\n", o.device.c_str());
     fflush(stdout);
 
     const std::vector<float> x    = krea2::synthetic_input(c, o.seed);
@@ -120,7 +121,14 @@ int cmd_run(int argc, char ** argv) {
         m.reset(); // free first: at full width the F32 weights alone are 1.7 GB per block
         krea2::model f;
         load_model(o, krea2::wtype::f32, f, true);
-        const krea2::runner::result ref = run_stack(r, f, nb, x, tvec, "check f32");
+        // the reference is always native F32 on the CPU
+        krea2::runner cpu_r;
+        if (o.device != "cpu") {
+            if (!cpu_r.init(o.threads, err)) fail(err);
+            cpu_r.set_abort_callback(abort_poll, nullptr);
+        }
+        krea2::runner & ref_r = o.device != "cpu" ? cpu_r : r;
+        const krea2::runner::result ref = run_stack(ref_r, f, nb, x, tvec, "check f32");
         printf("  check: relative RMS deviation from native F32: %.3e of the output, %.3e of the stack's update (out - x);"
                " native F32 stack %.3f s\n",
                krea2::rel_rms(out, ref.out), krea2::rel_rms_update(out, ref.out, x), ref.total_s);
