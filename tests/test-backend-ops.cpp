@@ -23,6 +23,7 @@ const std::vector<op_case> & all_cases() {
         add_rope_cases(cl);
         add_attention_cases(cl);
         add_layout_cases(cl);
+        add_conv_cases(cl);
         return std::move(cl.v);
     }();
     return cases;

@@ -100,4 +100,29 @@ dense permute(const dense & a, int ax0, int ax1, int ax2, int ax3);
 // offset in bytes (what ggml_view_4d does to a contiguous op result).
 dense view(const dense & a, size_t es, const int64_t ne[4], const size_t nb[4], size_t offset);
 
+// ---- convolution family, pooling, resizing, group/l2 norm (ref-conv.cpp) ----------------------
+// Direct definitions (sums over taps), not im2col + matmul, so they check the compositions too.
+// Image tensors are [W, H, C, N]; out-of-range taps contribute 0.
+struct conv2d_params { int s0 = 1, s1 = 1, p0 = 0, p1 = 0, d0 = 1, d1 = 1; };
+// kernel [KW, KH, IC, OC], data [W, H, IC, N] -> [OW, OH, OC, N]; abs_sum: sum |k*x| per output
+dense conv_2d(const dense & kernel, const dense & data, conv2d_params p, dense * abs_sum = nullptr);
+// depthwise: kernel [KW, KH, 1, C], data [W, H, C, N] -> [OW, OH, C, N]
+dense conv_2d_dw(const dense & kernel, const dense & data, conv2d_params p, dense * abs_sum = nullptr);
+// 1-D: kernel [K, IC, OC], data [L, IC, N] -> [OL, OC, N]
+dense conv_1d(const dense & kernel, const dense & data, int s0, int p0, int d0, dense * abs_sum = nullptr);
+// im2col (2-D: kernel [KW, KH, C, *], data [W, H, C, N] -> [C*KH*KW, OW, OH, N];
+// 1-D: kernel [KW, C, *], data [W, C, N] -> [C*KW, OW, N])
+dense im2col(const dense & kernel, const dense & data, conv2d_params p, bool is_2d);
+// transposed: 1-D kernel [K, OC, IC], data [L, IC] -> [(L-1)*s + K, OC];
+// 2-D kernel [KW, KH, OC, IC], data [W, H, IC, N] -> [(W-1)*s + KW, (H-1)*s + KH, OC, N]
+dense conv_transpose_1d(const dense & kernel, const dense & data, int s0, dense * abs_sum = nullptr);
+dense conv_transpose_2d(const dense & kernel, const dense & data, int stride, dense * abs_sum = nullptr);
+enum class pool_op { max, avg };
+dense pool_1d(const dense & a, pool_op op, int k0, int s0, int p0);
+dense pool_2d(const dense & a, pool_op op, int k0, int k1, int s0, int s1, int p0, int p1);
+// mode: 0 nearest, 1 bilinear, 2 bicubic; source positions computed in float (as the op defines)
+dense upscale(const dense & a, const int64_t ne[4], int mode, bool align_corners);
+dense group_norm(const dense & a, int n_groups, double eps);
+dense l2_norm(const dense & a, double eps);
+
 } // namespace ref

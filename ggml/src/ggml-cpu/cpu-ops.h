@@ -87,6 +87,22 @@ void ggml_cpu_op_soft_max(const struct ggml_compute_params * params, struct ggml
 void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 
+// Ops for diffusion clients (issue 13):
+//   ops-conv.cpp:          im2col, conv_2d (tiled im2col + MUL_MAT), conv_2d_dw, conv_transpose_1d/2d
+//   ops-pool-upscale.cpp:  pool_1d, pool_2d, upscale
+//   ops-norm-group.cpp:    group_norm, l2_norm
+void ggml_cpu_op_im2col(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_2d_dw(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_transpose_1d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_transpose_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_pool_1d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_pool_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_upscale(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_group_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_l2_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+size_t ggml_cpu_conv_2d_work_size(const struct ggml_tensor * dst, int n_threads);
+
 // work-buffer sizes of the kernels that need scratch (others need none)
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads);
 size_t ggml_cpu_soft_max_work_size(const struct ggml_tensor * dst, int n_threads);

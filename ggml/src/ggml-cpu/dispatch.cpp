@@ -150,6 +150,16 @@ void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct 
         case GGML_OP_ARANGE: ggml_cpu_op_arange(params, node); break;
         case GGML_OP_TIMESTEP_EMBEDDING: ggml_cpu_op_timestep_embedding(params, node); break;
         case GGML_OP_FLASH_ATTN_EXT: ggml_cpu_op_flash_attn_ext(params, node); break;
+        case GGML_OP_IM2COL: ggml_cpu_op_im2col(params, node); break;
+        case GGML_OP_CONV_2D: ggml_cpu_op_conv_2d(params, node); break;
+        case GGML_OP_CONV_2D_DW: ggml_cpu_op_conv_2d_dw(params, node); break;
+        case GGML_OP_CONV_TRANSPOSE_1D: ggml_cpu_op_conv_transpose_1d(params, node); break;
+        case GGML_OP_CONV_TRANSPOSE_2D: ggml_cpu_op_conv_transpose_2d(params, node); break;
+        case GGML_OP_POOL_1D: ggml_cpu_op_pool_1d(params, node); break;
+        case GGML_OP_POOL_2D: ggml_cpu_op_pool_2d(params, node); break;
+        case GGML_OP_UPSCALE: ggml_cpu_op_upscale(params, node); break;
+        case GGML_OP_GROUP_NORM: ggml_cpu_op_group_norm(params, node); break;
+        case GGML_OP_L2_NORM: ggml_cpu_op_l2_norm(params, node); break;
         case GGML_OP_CUSTOM:
             if (ggml_ext_is_ext_node(node)) {
                 // only a registered kernel can run these; the capability query said no
@@ -171,6 +181,7 @@ size_t ggml_cpu_op_work_size(const struct ggml_tensor * node, int n_threads) {
         case GGML_OP_MUL_MAT: return ggml_cpu_mul_mat_work_size(node, n_threads);
         case GGML_OP_SOFT_MAX: return ggml_cpu_soft_max_work_size(node, n_threads);
         case GGML_OP_FLASH_ATTN_EXT: return ggml_cpu_flash_attn_ext_work_size(node, n_threads);
+        case GGML_OP_CONV_2D: return ggml_cpu_conv_2d_work_size(node, n_threads);
         default: return 0;
     }
 }
@@ -218,6 +229,20 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
             return node->type == GGML_TYPE_F32 && node->src[0] && node->src[0]->type == GGML_TYPE_F32;
 
         case GGML_OP_CUSTOM: return !ggml_ext_is_ext_node(node); // extension nodes are not CPU callbacks
+
+        // issue 13 ops: float operands of any strides
+        case GGML_OP_IM2COL: return node->src[1] && is_float_type(node->src[1]->type) && is_float_type(node->type);
+        case GGML_OP_CONV_2D:
+        case GGML_OP_CONV_2D_DW:
+        case GGML_OP_CONV_TRANSPOSE_1D:
+        case GGML_OP_CONV_TRANSPOSE_2D:
+            return node->src[0] && node->src[1] && is_float_type(node->src[0]->type) &&
+                   is_float_type(node->src[1]->type) && is_float_type(node->type);
+        case GGML_OP_POOL_1D:
+        case GGML_OP_POOL_2D: return node->src[0] && is_float_type(node->src[0]->type) && node->type == GGML_TYPE_F32;
+        case GGML_OP_UPSCALE:
+        case GGML_OP_GROUP_NORM:
+        case GGML_OP_L2_NORM: return same_float_type(node);
 
         case GGML_OP_COUNT:
         default: return false;
