@@ -355,9 +355,36 @@ void pad_circular_cases(case_list & cl) {
            tolerance{});
 }
 
+// mul_mat with F16/BF16 activations (src1): the product upstream's conv compositions form
+// (F16 im2col x F16 kernel). Shapes hit the packed GEMM (M > 16), the small-M path, dims 2/3
+// broadcast and strided activations.
+void mul_mat_half_activation_cases(case_list & cl) {
+    struct mm { ne4 a, b; layout lb; };
+    const mm shapes[] = {
+        {{72, 40, 1, 1}, {72, 37, 1, 1}, layout::cont},   {{72, 40, 1, 1}, {72, 5, 1, 1}, layout::cont},
+        {{33, 9, 2, 1}, {33, 20, 4, 3}, layout::cont},    {{64, 30, 1, 1}, {64, 19, 3, 1}, layout::perm12},
+        {{300, 33, 1, 1}, {300, 70, 1, 1}, layout::pad},
+    };
+    for (ggml_type ta : {GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_BF16})
+    for (ggml_type tb : {GGML_TYPE_F16, GGML_TYPE_BF16})
+    for (const mm & m : shapes) {
+        // BF16 weights on AVX512_BF16 CPUs round activations to BF16 (ops-mul-mat-x86.cpp)
+        const double scale = ta == GGML_TYPE_BF16 ? 0x1p-8 : 1e-5;
+        cl.add(std::string("mul_mat a ") + tn(ta) + " " + sh(m.a) + " b " + tn(tb) + " " + sh(m.b) + " " + layout_name(m.lb),
+               [=](builder & b) {
+                   ggml_tensor * x = b.src(ta, m.a);
+                   ggml_tensor * y = b.src(tb, m.b, m.lb);
+                   b.out = ggml_mul_mat(b.ctx, x, y);
+               },
+               [](const std::vector<dense> & s, dense * sc) { return ref::mul_mat(s[0], s[1], sc); },
+               tol_scale(scale));
+    }
+}
+
 } // namespace
 
 void add_conv_cases(case_list & cl) {
+    mul_mat_half_activation_cases(cl);
     im2col_cases(cl);
     conv_2d_cases(cl);
     conv_dw_1d_transpose_cases(cl);
