@@ -743,6 +743,110 @@ GGML_API struct ggml_tensor * ggml_pad_circular(struct ggml_context * ctx, struc
 GGML_API struct ggml_tensor * ggml_pad_ext_circular(struct ggml_context * ctx, struct ggml_tensor * a, int lp0,
                                                     int rp0, int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
 
+// Elementwise (same type and shape as a; _inplace variants return a view of a).
+// clamp is always in place, as upstream (float slots 0, 1 = min, max).
+GGML_API struct ggml_tensor * ggml_clamp(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
+// out = x > 0 ? x : slope * x (op LEAKY_RELU, float slot 0 = slope)
+GGML_API struct ggml_tensor * ggml_leaky_relu(struct ggml_context * ctx, struct ggml_tensor * a, float negative_slope,
+                                              bool inplace);
+GGML_API struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_log_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sin(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sin_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cos(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cos_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Reductions: sum -> [1] (a's type); sum_rows -> [1, ne1, ne2, ne3] (a's type); mean -> same
+// shape, F32; argmax (a matrix) -> I32 [ne1].
+GGML_API struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Row sorting: argsort -> I32 indices of a's shape (int32 slot 0 = order; ties keep index
+// order). argsort_top_k = the first k columns of a descending argsort (a view); top_k -> I32
+// [k, ne1, ne2, ne3], the indices of the k largest per row, largest first.
+enum ggml_sort_order {
+    GGML_SORT_ORDER_ASC,
+    GGML_SORT_ORDER_DESC,
+};
+GGML_API struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a,
+                                           enum ggml_sort_order order);
+GGML_API struct ggml_tensor * ggml_argsort_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+GGML_API struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+
+// Elements with i0 > n_past + i1 become -inf (int32 slot 0 = n_past).
+GGML_API struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+GGML_API struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                         int n_past);
+
+// dst = a; view(dst, nb1, nb2, nb3, offset) += b (acc) or = b (set). Strides and offset in bytes
+// (int32 slots 0..4 = nb1, nb2, nb3, offset, inplace).
+GGML_API struct ggml_tensor * ggml_acc(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                       size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, size_t nb1, size_t nb2, size_t nb3,
+                                               size_t offset);
+GGML_API struct ggml_tensor * ggml_set(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                       size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, size_t nb1, size_t nb2, size_t nb3,
+                                               size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, size_t nb1, size_t offset);
+
+// out[i] = a[(i - shift) mod ne] per dim (int32 slots 0..3 = shifts).
+GGML_API struct ggml_tensor * ggml_roll(struct ggml_context * ctx, struct ggml_tensor * a, int shift0, int shift1,
+                                        int shift2, int shift3);
+
+// dst[i0, i1, i2] = a[i0, i1, i2] + b[i0, ids[i1, i2]] (ids I32)
+GGML_API struct ggml_tensor * ggml_add_id(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          struct ggml_tensor * ids);
+// as [K, N, n_expert], b [K, n_b, n_tokens] (n_b 1 or n_used), ids I32 [n_used, n_tokens] ->
+// F32 [N, n_used, n_tokens]: out[:, e, t] = as[:, :, ids[e, t]] x b[:, e % n_b, t]
+GGML_API struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as,
+                                              struct ggml_tensor * b, struct ggml_tensor * ids);
+
+// Writes the rows of b into a at row indices c (I64 or I32, broadcast over dims 2/3 by modulo);
+// returns a view of a. src = {b, c, a}.
+GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                            struct ggml_tensor * c);
+
+// Sinks (F32 [n_head]): an extra logit per head in the softmax normaliser (src[2] / src[4]).
+GGML_API void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
+
+// Custom CPU maps (ops MAP_CUSTOM1..3): result = dup of a (or a view of a); op_params hold
+// {fun, n_tasks, userdata} like ggml_custom_4d. The callback runs once per worker thread.
+typedef void (*ggml_custom1_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
+                                  void * userdata);
+typedef void (*ggml_custom2_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a,
+                                  const struct ggml_tensor * b, int ith, int nth, void * userdata);
+typedef void (*ggml_custom3_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a,
+                                  const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth,
+                                  void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks,
+                                               void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks,
+                                                       void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, struct ggml_tensor * c,
+                                               ggml_custom3_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * b, struct ggml_tensor * c,
+                                                       ggml_custom3_op_t fun, int n_tasks, void * userdata);
+
 // ---------------------------------------------------------------------------------------------
 // Graphs
 

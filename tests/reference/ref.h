@@ -125,4 +125,17 @@ dense upscale(const dense & a, const int64_t ne[4], int mode, bool align_corners
 dense group_norm(const dense & a, int n_groups, double eps);
 dense l2_norm(const dense & a, double eps);
 
+// ---- client ops: reductions, ordering, indexed updates (ref-client.cpp) -------------------------
+dense sum(const dense & a);                       // [1]
+dense sum_rows(const dense & a, bool mean);       // [1, ne1, ne2, ne3]
+dense argmax(const dense & a);                    // [ne1], first maximum
+dense argsort(const dense & a, bool desc, int64_t k = -1); // stable; k >= 0 keeps the first k columns
+dense diag_mask_inf(const dense & a, int n_past);
+// view of dst (a's shape, contiguous) in elements: strides s1, s2, s3 and offset off
+dense acc_set(const dense & a, const dense & b, int64_t s1, int64_t s2, int64_t s3, int64_t off, bool acc);
+dense roll(const dense & a, const int shift[4]);
+dense add_id(const dense & a, const dense & b, const dense & ids);
+dense mul_mat_id(const dense & as, const dense & b, const dense & ids, dense * abs_sum = nullptr);
+dense set_rows(const dense & dst, const dense & src, const dense & idx);
+
 } // namespace ref

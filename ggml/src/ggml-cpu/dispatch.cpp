@@ -160,6 +160,27 @@ void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct 
         case GGML_OP_UPSCALE: ggml_cpu_op_upscale(params, node); break;
         case GGML_OP_GROUP_NORM: ggml_cpu_op_group_norm(params, node); break;
         case GGML_OP_L2_NORM: ggml_cpu_op_l2_norm(params, node); break;
+        case GGML_OP_CLAMP:
+        case GGML_OP_LEAKY_RELU:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_DIAG_MASK_INF: ggml_cpu_op_elementwise_client(params, node); break;
+        case GGML_OP_SUM: ggml_cpu_op_sum(params, node); break;
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN: ggml_cpu_op_sum_rows(params, node); break;
+        case GGML_OP_ARGMAX: ggml_cpu_op_argmax(params, node); break;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: ggml_cpu_op_argsort(params, node); break;
+        case GGML_OP_ACC:
+        case GGML_OP_SET: ggml_cpu_op_acc_set(params, node); break;
+        case GGML_OP_ROLL: ggml_cpu_op_roll(params, node); break;
+        case GGML_OP_ADD_ID: ggml_cpu_op_add_id(params, node); break;
+        case GGML_OP_MUL_MAT_ID: ggml_cpu_op_mul_mat_id(params, node); break;
+        case GGML_OP_SET_ROWS: ggml_cpu_op_set_rows(params, node); break;
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3: ggml_cpu_op_map_custom(params, node); break;
         case GGML_OP_CUSTOM:
             if (ggml_ext_is_ext_node(node)) {
                 // only a registered kernel can run these; the capability query said no
@@ -242,7 +263,34 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
         case GGML_OP_POOL_2D: return node->src[0] && is_float_type(node->src[0]->type) && node->type == GGML_TYPE_F32;
         case GGML_OP_UPSCALE:
         case GGML_OP_GROUP_NORM:
-        case GGML_OP_L2_NORM: return same_float_type(node);
+        case GGML_OP_L2_NORM:
+        case GGML_OP_CLAMP:
+        case GGML_OP_LEAKY_RELU:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_DIAG_MASK_INF:
+        case GGML_OP_SUM:
+        case GGML_OP_SUM_ROWS: return same_float_type(node);
+        case GGML_OP_MEAN: return node->src[0] && is_float_type(node->src[0]->type) && node->type == GGML_TYPE_F32;
+        case GGML_OP_ARGMAX:
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: return node->src[0] && is_float_type(node->src[0]->type) && node->type == GGML_TYPE_I32;
+        case GGML_OP_ACC: return same_float_type(node) && node->src[1] && node->src[1]->type == node->type;
+        case GGML_OP_SET: return all_srcs_same_type(node, 2);
+        case GGML_OP_ROLL: return all_srcs_same_type(node, 1);
+        case GGML_OP_ADD_ID:
+            return node->type == GGML_TYPE_F32 && node->src[0]->type == GGML_TYPE_F32 &&
+                   node->src[1]->type == GGML_TYPE_F32 && node->src[2]->type == GGML_TYPE_I32;
+        case GGML_OP_MUL_MAT_ID:
+            return node->type == GGML_TYPE_F32 && is_float_type(node->src[0]->type) &&
+                   is_float_type(node->src[1]->type) && node->src[2]->type == GGML_TYPE_I32;
+        case GGML_OP_SET_ROWS:
+            return is_float_type(node->type) && node->src[0] && is_float_type(node->src[0]->type) && node->src[1] &&
+                   (node->src[1]->type == GGML_TYPE_I32 || node->src[1]->type == GGML_TYPE_I64);
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3: return true;
 
         case GGML_OP_COUNT:
         default: return false;

@@ -1,0 +1,130 @@
+// Reductions, row orderings and indexed updates, from their definitions in double.
+
+#include "ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace ref {
+
+dense sum(const dense & a) {
+    dense out(1);
+    for (double v : a.v) out.v[0] += v;
+    return out;
+}
+
+dense sum_rows(const dense & a, bool mean) {
+    dense out(1, a.ne[1], a.ne[2], a.ne[3]);
+    const int64_t n = a.ne[0];
+    for (int64_t r = 0; r < a.ne[1] * a.ne[2] * a.ne[3]; r++) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += a.v[r * n + i];
+        out.v[r] = mean ? s / (double) n : s;
+    }
+    return out;
+}
+
+dense argmax(const dense & a) {
+    dense out(a.ne[1]);
+    for (int64_t r = 0; r < a.ne[1]; r++) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < a.ne[0]; i++)
+            if (a.at(i, r) > a.at(best, r)) best = i;
+        out.v[r] = (double) best;
+    }
+    return out;
+}
+
+dense argsort(const dense & a, bool desc, int64_t k) {
+    const int64_t n  = a.ne[0];
+    const int64_t kk = k < 0 ? n : k;
+    dense out(kk, a.ne[1], a.ne[2], a.ne[3]);
+    std::vector<int64_t> idx(n);
+    for (int64_t r = 0; r < a.ne[1] * a.ne[2] * a.ne[3]; r++) {
+        std::iota(idx.begin(), idx.end(), 0);
+        const double * row = &a.v[r * n];
+        std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) { return desc ? row[x] > row[y] : row[x] < row[y]; });
+        for (int64_t i = 0; i < kk; i++) out.v[r * kk + i] = (double) idx[i];
+    }
+    return out;
+}
+
+dense diag_mask_inf(const dense & a, int n_past) {
+    dense out = a;
+    for (int64_t i3 = 0; i3 < a.ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < a.ne[2]; i2++)
+    for (int64_t i1 = 0; i1 < a.ne[1]; i1++)
+    for (int64_t i0 = 0; i0 < a.ne[0]; i0++)
+        if (i0 > n_past + i1) out.at(i0, i1, i2, i3) = -std::numeric_limits<double>::infinity();
+    return out;
+}
+
+dense acc_set(const dense & a, const dense & b, int64_t s1, int64_t s2, int64_t s3, int64_t off, bool acc) {
+    dense out = a;
+    for (int64_t i3 = 0; i3 < b.ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < b.ne[2]; i2++)
+    for (int64_t i1 = 0; i1 < b.ne[1]; i1++)
+    for (int64_t i0 = 0; i0 < b.ne[0]; i0++) {
+        double & d = out.v[off + i0 + i1 * s1 + i2 * s2 + i3 * s3];
+        d          = acc ? d + b.at(i0, i1, i2, i3) : b.at(i0, i1, i2, i3);
+    }
+    return out;
+}
+
+dense roll(const dense & a, const int shift[4]) {
+    dense out = a;
+    auto wrap = [](int64_t i, int64_t n) { return ((i % n) + n) % n; };
+    for (int64_t i3 = 0; i3 < a.ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < a.ne[2]; i2++)
+    for (int64_t i1 = 0; i1 < a.ne[1]; i1++)
+    for (int64_t i0 = 0; i0 < a.ne[0]; i0++)
+        out.at(i0, i1, i2, i3) = a.at(wrap(i0 - shift[0], a.ne[0]), wrap(i1 - shift[1], a.ne[1]),
+                                      wrap(i2 - shift[2], a.ne[2]), wrap(i3 - shift[3], a.ne[3]));
+    return out;
+}
+
+dense add_id(const dense & a, const dense & b, const dense & ids) {
+    dense out = a;
+    for (int64_t i3 = 0; i3 < a.ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < a.ne[2]; i2++)
+    for (int64_t i1 = 0; i1 < a.ne[1]; i1++)
+    for (int64_t i0 = 0; i0 < a.ne[0]; i0++)
+        out.at(i0, i1, i2, i3) += b.at(i0, (int64_t) ids.at(i1, i2));
+    return out;
+}
+
+dense mul_mat_id(const dense & as, const dense & b, const dense & ids, dense * abs_sum) {
+    const int64_t K = as.ne[0], N = as.ne[1], n_used = ids.ne[0], n_tok = ids.ne[1], n_b = b.ne[1];
+    dense out(N, n_used, n_tok);
+    if (abs_sum) *abs_sum = dense(N, n_used, n_tok);
+    for (int64_t t = 0; t < n_tok; t++)
+    for (int64_t e = 0; e < n_used; e++) {
+        const int64_t ex = (int64_t) ids.at(e, t);
+        for (int64_t n = 0; n < N; n++) {
+            double s = 0, sa = 0;
+            for (int64_t k = 0; k < K; k++) {
+                const double p = as.at(k, n, ex) * b.at(k, e % n_b, t);
+                s += p;
+                sa += std::fabs(p);
+            }
+            out.at(n, e, t) = s;
+            if (abs_sum) abs_sum->at(n, e, t) = sa;
+        }
+    }
+    return out;
+}
+
+dense set_rows(const dense & dst, const dense & src, const dense & idx) {
+    dense out = dst;
+    for (int64_t i3 = 0; i3 < src.ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < src.ne[2]; i2++)
+    for (int64_t i1 = 0; i1 < src.ne[1]; i1++) {
+        const int64_t r = (int64_t) idx.at(i1, i2 % idx.ne[1], i3 % idx.ne[2]);
+        for (int64_t i0 = 0; i0 < src.ne[0]; i0++) out.at(i0, r, i2, i3) = src.at(i0, i1, i2, i3);
+    }
+    return out;
+}
+
+} // namespace ref
