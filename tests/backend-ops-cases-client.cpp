@@ -252,7 +252,36 @@ void map_custom_cases(case_list & cl) {
 
 } // namespace
 
+void sinks_cases(case_list & cl) {
+    for (ne4 s : {ne4{7, 3, 4, 1}, ne4{65, 5, 2, 2}}) {
+        cl.add("soft_max_ext + add_sinks f32 " + sh(s),
+               [=](builder & b) {
+                   ggml_tensor * x  = b.src(GGML_TYPE_F32, s, layout::cont, fill::range(-4, 4));
+                   ggml_tensor * sk = b.src(GGML_TYPE_F32, {s[2], 1, 1, 1}, layout::cont, fill::range(-2, 3));
+                   b.out = ggml_soft_max_ext(b.ctx, x, nullptr, 0.5f, 0.0f);
+                   ggml_soft_max_add_sinks(b.out, sk);
+               },
+               [](const std::vector<dense> & x, dense *) { return ref::soft_max_sinks(x[0], 0.5, x[1]); }, tol_ar(1e-7, 1e-5));
+    }
+    for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        const int64_t D = 64, n_q = 5, n_kv = 37, H = 4, Hkv = 2;
+        cl.add(std::string("flash_attn_ext + add_sinks kv ") + tn(kv) + " D 64 n_q 5 n_kv 37 heads 4/2",
+               [=](builder & b) {
+                   ggml_tensor * q  = b.src(GGML_TYPE_F32, {D, n_q, H, 1});
+                   ggml_tensor * k  = b.src(kv, {D, n_kv, Hkv, 1});
+                   ggml_tensor * v  = b.src(kv, {D, n_kv, Hkv, 1});
+                   ggml_tensor * sk = b.src(GGML_TYPE_F32, {H, 1, 1, 1}, layout::cont, fill::range(-1, 2));
+                   b.out = ggml_flash_attn_ext(b.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f);
+                   ggml_flash_attn_ext_add_sinks(b.out, sk);
+               },
+               [](const std::vector<dense> & x, dense *) { return ref::flash_attn_ext_sinks(x[0], x[1], x[2], 0.125, x[3]); },
+               // F16 K/V: the CPU kernel rounds q (and the probabilities) to F16/BF16 on its fast path
+               kv == GGML_TYPE_F32 ? tol_ar(1e-5, 1e-4) : tol_ar(5e-3, 1e-2));
+    }
+}
+
 void add_client_cases(case_list & cl) {
+    sinks_cases(cl);
     elementwise_cases(cl);
     reduce_sort_cases(cl);
     index_cases(cl);

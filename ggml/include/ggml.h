@@ -820,6 +820,7 @@ GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct gg
 
 // Sinks (F32 [n_head]): an extra logit per head in the softmax normaliser (src[2] / src[4]).
 GGML_API void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
+GGML_API void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 
 // Custom CPU maps (ops MAP_CUSTOM1..3): result = dup of a (or a view of a); op_params hold
 // {fun, n_tasks, userdata} like ggml_custom_4d. The callback runs once per worker thread.

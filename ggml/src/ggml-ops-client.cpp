@@ -280,6 +280,17 @@ void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks)
     a->src[2] = sinks;
 }
 
+void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks) {
+    if (!sinks) {
+        a->src[4] = nullptr;
+        return;
+    }
+    GGML_ASSERT(a->op == GGML_OP_FLASH_ATTN_EXT && "flash_attn_ext_add_sinks: not a flash_attn_ext node");
+    GGML_ASSERT(a->src[4] == nullptr && "flash_attn_ext_add_sinks: sinks already set");
+    GGML_ASSERT(sinks->type == GGML_TYPE_F32 && sinks->ne[0] == a->src[0]->ne[2] && "flash_attn_ext_add_sinks: F32 [n_head]");
+    a->src[4] = sinks;
+}
+
 struct ggml_tensor * ggml_map_custom1(struct ggml_context * ctx, struct ggml_tensor * a, ggml_custom1_op_t fun,
                                       int n_tasks, void * userdata) {
     return map_custom(ctx, GGML_OP_MAP_CUSTOM1, a, nullptr, nullptr, fn_ptr(fun), n_tasks, userdata, false);

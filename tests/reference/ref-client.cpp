@@ -127,4 +127,46 @@ dense set_rows(const dense & dst, const dense & src, const dense & idx) {
     return out;
 }
 
+dense soft_max_sinks(const dense & a, double scale, const dense & sinks) {
+    dense         out = a;
+    const int64_t n   = a.ne[0];
+    for (int64_t i3 = 0; i3 < a.ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < a.ne[2]; i2++)
+    for (int64_t i1 = 0; i1 < a.ne[1]; i1++) {
+        const double sk = sinks.v[i2];
+        double       mx = sk;
+        for (int64_t i0 = 0; i0 < n; i0++) mx = std::fmax(mx, a.at(i0, i1, i2, i3) * scale);
+        double sum = std::exp(sk - mx);
+        for (int64_t i0 = 0; i0 < n; i0++) sum += std::exp(a.at(i0, i1, i2, i3) * scale - mx);
+        for (int64_t i0 = 0; i0 < n; i0++) out.at(i0, i1, i2, i3) = std::exp(a.at(i0, i1, i2, i3) * scale - mx) / sum;
+    }
+    return out;
+}
+
+dense flash_attn_ext_sinks(const dense & q, const dense & k, const dense & v, double scale, const dense & sinks) {
+    const int64_t D = q.ne[0], n_q = q.ne[1], H = q.ne[2], S = q.ne[3];
+    const int64_t n_kv = k.ne[1], Hkv = k.ne[2], Dv = v.ne[0], rep = H / Hkv;
+    dense out(Dv, H, n_q, S);
+    std::vector<double> s(n_kv);
+    for (int64_t is = 0; is < S; is++)
+    for (int64_t h = 0; h < H; h++)
+    for (int64_t iq = 0; iq < n_q; iq++) {
+        double mx = sinks.v[h];
+        for (int64_t j = 0; j < n_kv; j++) {
+            double dot = 0;
+            for (int64_t d = 0; d < D; d++) dot += q.at(d, iq, h, is) * k.at(d, j, h / rep, is);
+            s[j] = dot * scale;
+            mx   = std::fmax(mx, s[j]);
+        }
+        double sum = std::exp(sinks.v[h] - mx);
+        for (int64_t j = 0; j < n_kv; j++) sum += (s[j] = std::exp(s[j] - mx));
+        for (int64_t d = 0; d < Dv; d++) {
+            double acc = 0;
+            for (int64_t j = 0; j < n_kv; j++) acc += s[j] * v.at(d, j, h / rep, is);
+            out.at(d, h, iq, is) = acc / sum;
+        }
+    }
+    return out;
+}
+
 } // namespace ref

@@ -138,4 +138,8 @@ dense add_id(const dense & a, const dense & b, const dense & ids);
 dense mul_mat_id(const dense & as, const dense & b, const dense & ids, dense * abs_sum = nullptr);
 dense set_rows(const dense & dst, const dense & src, const dense & idx);
 
+// soft_max / flash_attn_ext with per-head sinks: an extra logit sinks[h] in the normaliser only
+dense soft_max_sinks(const dense & a, double scale, const dense & sinks);
+dense flash_attn_ext_sinks(const dense & q, const dense & k, const dense & v, double scale, const dense & sinks);
+
 } // namespace ref
