@@ -280,7 +280,42 @@ void sinks_cases(case_list & cl) {
     }
 }
 
+void rope_multi_cases(case_list & cl) {
+    struct rm { int mode; int n_dims; int sect[4]; ne4 a; bool ff; float ext; };
+    const rm cfgs[] = {
+        {GGML_ROPE_TYPE_MROPE, 32, {6, 5, 5, 0}, {32, 3, 7, 1}, false, 0.0f},   // Qwen2-VL text: t/h/w
+        {GGML_ROPE_TYPE_MROPE, 24, {4, 4, 2, 2}, {40, 2, 5, 2}, true, 0.0f},    // partial rotation, e section, freq factors
+        {GGML_ROPE_TYPE_IMROPE, 32, {6, 5, 5, 0}, {32, 3, 7, 1}, false, 0.0f},  // interleaved
+        {GGML_ROPE_TYPE_IMROPE, 48, {8, 8, 8, 0}, {64, 2, 4, 1}, false, 1.0f},  // + YaRN
+        {GGML_ROPE_TYPE_VISION, 16, {8, 8, 0, 0}, {32, 4, 6, 1}, false, 0.0f},  // vision: n_dims = head_dim / 2
+    };
+    for (const rm & c : cfgs)
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16})
+    for (int ip = 0; ip < 2; ip++) {
+        const char * mn = c.mode == GGML_ROPE_TYPE_MROPE ? "mrope" : c.mode == GGML_ROPE_TYPE_IMROPE ? "imrope" : "vision";
+        cl.add(std::string(ip ? "rope_multi_inplace " : "rope_multi ") + mn + " " + tn(t) + " " + sh(c.a) + " n_dims " +
+                   std::to_string(c.n_dims) + " sections " + std::to_string(c.sect[0]) + "," + std::to_string(c.sect[1]) + "," +
+                   std::to_string(c.sect[2]) + "," + std::to_string(c.sect[3]) + (c.ff ? " ff" : "") + (c.ext != 0 ? " yarn" : ""),
+               [=](builder & b) {
+                   ggml_tensor * x   = b.src(t, c.a);
+                   ggml_tensor * pos = b.src(GGML_TYPE_I32, {4 * c.a[2], 1, 1, 1}, layout::cont, fill::ints(0, 300));
+                   const int64_t npairs = c.mode == GGML_ROPE_TYPE_VISION ? c.n_dims : c.n_dims / 2;
+                   ggml_tensor * ff  = c.ff ? b.src(GGML_TYPE_F32, {npairs, 1, 1, 1}, layout::cont, fill::range(0.5, 2)) : nullptr;
+                   int sect[4] = {c.sect[0], c.sect[1], c.sect[2], c.sect[3]};
+                   b.out = ip ? ggml_rope_multi_inplace(b.ctx, x, pos, ff, c.n_dims, sect, c.mode, 4096, 10000.0f, 0.5f, c.ext, 1.0f, 32.0f, 1.0f)
+                              : ggml_rope_multi(b.ctx, x, pos, ff, c.n_dims, sect, c.mode, 4096, 10000.0f, 0.5f, c.ext, 1.0f, 32.0f, 1.0f);
+               },
+               [=](const std::vector<dense> & x, dense *) {
+                   std::vector<int32_t> pos(x[1].v.size());
+                   for (size_t i = 0; i < pos.size(); i++) pos[i] = (int32_t) x[1].v[i];
+                   return ref::rope_multi(x[0], pos, c.ff ? &x[2] : nullptr, c.n_dims, c.sect, c.mode, 4096, 10000.0, 0.5, c.ext, 1.0, 32.0, 1.0);
+               },
+               for_type(t, tol_ar(1e-5, 1e-5)));
+    }
+}
+
 void add_client_cases(case_list & cl) {
+    rope_multi_cases(cl);
     sinks_cases(cl);
     elementwise_cases(cl);
     reduce_sort_cases(cl);

@@ -819,6 +819,21 @@ GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct gg
                                             struct ggml_tensor * c);
 
 // Sinks (F32 [n_head]): an extra logit per head in the softmax normaliser (src[2] / src[4]).
+// Multi-section RoPE (mode GGML_ROPE_TYPE_MROPE / IMROPE / VISION): b holds 4*a.ne2 positions
+// (t, h, w, e blocks); sections[k] counts the rotated pairs that take component k's position
+// (MROPE: contiguous runs, IMROPE: interleaved t,h,w; VISION: contiguous runs whose frequency
+// index restarts in each section and pairs (i, i + n_dims), n_dims = head_dim/2). NEOX pairing
+// otherwise. int32 slots as rope_ext plus 11..14 = sections.
+GGML_API struct ggml_tensor * ggml_rope_multi(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                              struct ggml_tensor * c, int n_dims, int sections[GGML_MROPE_SECTIONS],
+                                              int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                                              float ext_factor, float attn_factor, float beta_fast, float beta_slow);
+GGML_API struct ggml_tensor * ggml_rope_multi_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                      struct ggml_tensor * b, struct ggml_tensor * c, int n_dims,
+                                                      int sections[GGML_MROPE_SECTIONS], int mode, int n_ctx_orig,
+                                                      float freq_base, float freq_scale, float ext_factor,
+                                                      float attn_factor, float beta_fast, float beta_slow);
+
 GGML_API void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 GGML_API void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 

@@ -74,6 +74,43 @@ struct ggml_tensor * map_custom(struct ggml_context * ctx, enum ggml_op op, stru
     return result;
 }
 
+struct ggml_tensor * rope_multi_impl(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                     struct ggml_tensor * c, int n_dims, const int sections[4], int mode,
+                                     int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                     float attn_factor, float beta_fast, float beta_slow, bool inplace) {
+    GGML_ASSERT((mode & GGML_ROPE_TYPE_MROPE) && "rope_multi: mode must be MROPE, IMROPE or VISION");
+    GGML_ASSERT(mode == GGML_ROPE_TYPE_MROPE || mode == GGML_ROPE_TYPE_IMROPE || mode == GGML_ROPE_TYPE_VISION);
+    GGML_ASSERT(ggml_is_vector(b) && b->type == GGML_TYPE_I32 && "rope_multi: positions must be an I32 vector");
+    GGML_ASSERT(b->ne[0] >= 4 * a->ne[2] && "rope_multi: need 4 positions (t, h, w, e) per index of a's dim 2");
+    GGML_ASSERT(n_dims > 0 && n_dims % 2 == 0 && "rope_multi: n_dims must be positive and even");
+    const int64_t rotated = mode == GGML_ROPE_TYPE_VISION ? 2 * (int64_t) n_dims : n_dims;
+    GGML_ASSERT(rotated <= a->ne[0] && "rope_multi: rotated dims exceed the head");
+    int sect_sum = 0;
+    for (int k = 0; k < 4; ++k) {
+        GGML_ASSERT(sections[k] >= 0);
+        sect_sum += sections[k];
+    }
+    GGML_ASSERT(sect_sum > 0 && "rope_multi: sections must not all be 0");
+    if (c != nullptr) {
+        GGML_ASSERT(c->type == GGML_TYPE_F32 && c->ne[0] >= rotated / 2 && "rope_multi: F32 frequency factor per pair");
+    }
+    struct ggml_tensor * result = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    int32_t params[16] = {0, n_dims, mode, 0, n_ctx_orig};
+    memcpy(params + 5, &freq_base, sizeof(float));
+    memcpy(params + 6, &freq_scale, sizeof(float));
+    memcpy(params + 7, &ext_factor, sizeof(float));
+    memcpy(params + 8, &attn_factor, sizeof(float));
+    memcpy(params + 9, &beta_fast, sizeof(float));
+    memcpy(params + 10, &beta_slow, sizeof(float));
+    memcpy(params + 11, sections, 4 * sizeof(int32_t));
+    ggml_set_op_params(result, params, sizeof(params));
+    result->op     = GGML_OP_ROPE;
+    result->src[0] = a;
+    result->src[1] = b;
+    result->src[2] = c;
+    return result;
+}
+
 template <class F> void * fn_ptr(F f) {
     void * p;
     static_assert(sizeof(f) == sizeof(p), "function pointer size");
@@ -278,6 +315,22 @@ void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks)
     GGML_ASSERT(a->src[2] == nullptr && "soft_max_add_sinks: sinks already set");
     GGML_ASSERT(a->src[0]->ne[2] == sinks->ne[0] && sinks->type == GGML_TYPE_F32 && "soft_max_add_sinks: F32 [n_head]");
     a->src[2] = sinks;
+}
+
+struct ggml_tensor * ggml_rope_multi(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                     struct ggml_tensor * c, int n_dims, int sections[GGML_MROPE_SECTIONS], int mode,
+                                     int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                     float attn_factor, float beta_fast, float beta_slow) {
+    return rope_multi_impl(ctx, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
+                           attn_factor, beta_fast, beta_slow, false);
+}
+
+struct ggml_tensor * ggml_rope_multi_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                             struct ggml_tensor * c, int n_dims, int sections[GGML_MROPE_SECTIONS],
+                                             int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                                             float ext_factor, float attn_factor, float beta_fast, float beta_slow) {
+    return rope_multi_impl(ctx, a, b, c, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
+                           attn_factor, beta_fast, beta_slow, true);
 }
 
 void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks) {

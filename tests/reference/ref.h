@@ -142,4 +142,9 @@ dense set_rows(const dense & dst, const dense & src, const dense & idx);
 dense soft_max_sinks(const dense & a, double scale, const dense & sinks);
 dense flash_attn_ext_sinks(const dense & q, const dense & k, const dense & v, double scale, const dense & sinks);
 
+// multi-section rope (mode 8 MROPE, 40 IMROPE, 24 VISION); pos holds 4*ne2 entries (t, h, w, e)
+dense rope_multi(const dense & a, const std::vector<int32_t> & pos, const dense * ff, int n_dims, const int sections[4],
+                 int mode, int n_ctx_orig, double freq_base, double freq_scale, double ext_factor, double attn_factor,
+                 double beta_fast, double beta_slow);
+
 } // namespace ref

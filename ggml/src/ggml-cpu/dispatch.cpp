@@ -100,9 +100,9 @@ bool rope_supported(const ggml_tensor * dst) {
     if (dst->type != a->type || pos->type != GGML_TYPE_I32) return false;
     if (!rows_packed(a) || !rows_packed(dst)) return false;
     if (freq && freq->type != GGML_TYPE_F32) return false;
-    // only the two pairings the public API can build (multi-section modes are not implemented)
     const int mode = ggml_get_op_params_i32(dst, 2);
-    return mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX;
+    return mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX || mode == GGML_ROPE_TYPE_MROPE ||
+           mode == GGML_ROPE_TYPE_IMROPE || mode == GGML_ROPE_TYPE_VISION;
 }
 
 // element moves without arithmetic: same non-block type in and out
