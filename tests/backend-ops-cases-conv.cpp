@@ -381,9 +381,59 @@ void mul_mat_half_activation_cases(case_list & cl) {
     }
 }
 
+void conv_3d_cases(case_list & cl) {
+    struct c3 { ref::conv3d_params p; int64_t IC, OC, N; ne4 k, x; };
+    ref::conv3d_params same, strided, dil;
+    same.p[0] = same.p[1] = same.p[2] = 1;
+    strided.s[0] = 2; strided.s[1] = 1; strided.s[2] = 2; strided.p[0] = 1; strided.p[2] = 1;
+    dil.d[0] = 2; dil.d[1] = 1; dil.d[2] = 2; dil.p[0] = 2; dil.p[1] = 1; dil.p[2] = 0;
+    const c3 cfgs[] = {
+        {same, 3, 4, 1, {3, 3, 3, 12}, {7, 6, 5, 3}},
+        {strided, 2, 3, 2, {3, 2, 3, 6}, {9, 5, 6, 4}},
+        {dil, 2, 2, 1, {3, 3, 2, 4}, {8, 7, 5, 2}},
+    };
+    for (const c3 & c : cfgs)
+    for (ggml_type kt : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        const std::string tail = std::string(" kernel ") + tn(kt) + " " + sh(c.k) + " data f32 " + sh(c.x) + " IC " + std::to_string(c.IC) +
+                                 " s" + std::to_string(c.p.s[0]) + std::to_string(c.p.s[1]) + std::to_string(c.p.s[2]) +
+                                 " p" + std::to_string(c.p.p[0]) + std::to_string(c.p.p[1]) + std::to_string(c.p.p[2]) +
+                                 " d" + std::to_string(c.p.d[0]) + std::to_string(c.p.d[1]) + std::to_string(c.p.d[2]);
+        const ref::conv3d_params p = c.p;
+        cl.add("conv_3d" + tail,
+               [=](builder & b) {
+                   ggml_tensor * k = b.src(kt, c.k);
+                   ggml_tensor * x = b.src(GGML_TYPE_F32, c.x);
+                   b.out = ggml_conv_3d(b.ctx, k, x, c.IC, p.s[0], p.s[1], p.s[2], p.p[0], p.p[1], p.p[2], p.d[0], p.d[1], p.d[2]);
+               },
+               [=](const std::vector<dense> & s_, dense * sc) { return ref::conv_3d(s_[0], s_[1], c.IC, p, sc); },
+               tol_scale(kt == GGML_TYPE_F16 ? 2e-3 : 1e-5));
+        cl.add("conv_3d_direct" + tail,
+               [=](builder & b) {
+                   ggml_tensor * k = b.src(kt, c.k);
+                   ggml_tensor * x = b.src(GGML_TYPE_F32, c.x, layout::perm12);
+                   b.out = ggml_conv_3d_direct(b.ctx, k, x, p.s[0], p.s[1], p.s[2], p.p[0], p.p[1], p.p[2], p.d[0], p.d[1], p.d[2],
+                                               (int) c.IC, (int) c.N, (int) c.OC);
+               },
+               [=](const std::vector<dense> & s_, dense * sc) { return ref::conv_3d(s_[0], s_[1], c.IC, p, sc); },
+               tol_scale(1e-5));
+        for (ggml_type dt : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+            if (kt != GGML_TYPE_F32) continue;
+            cl.add(std::string("im2col_3d ") + tn(dt) + tail,
+                   [=](builder & b) {
+                       ggml_tensor * k = b.src(kt, c.k);
+                       ggml_tensor * x = b.src(GGML_TYPE_F32, c.x, layout::perm12);
+                       b.out = ggml_im2col_3d(b.ctx, k, x, c.IC, p.s[0], p.s[1], p.s[2], p.p[0], p.p[1], p.p[2], p.d[0], p.d[1], p.d[2], dt);
+                   },
+                   [=](const std::vector<dense> & s_, dense *) { return ref::im2col_3d(s_[0], s_[1], c.IC, p); },
+                   for_type(dt, tolerance{}));
+        }
+    }
+}
+
 } // namespace
 
 void add_conv_cases(case_list & cl) {
+    conv_3d_cases(cl);
     mul_mat_half_activation_cases(cl);
     im2col_cases(cl);
     conv_2d_cases(cl);

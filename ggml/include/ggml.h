@@ -695,6 +695,21 @@ GGML_API struct ggml_tensor * ggml_conv_transpose_1d(struct ggml_context * ctx, 
 GGML_API struct ggml_tensor * ggml_conv_transpose_2d_p0(struct ggml_context * ctx, struct ggml_tensor * a,
                                                         struct ggml_tensor * b, int stride);
 
+// 3-D: a [KW, KH, KD, IC*OC], b [W, H, D, IC*N]. im2col_3d -> [IC*KD*KH*KW, OW, OH, OD*N]
+// (int32 slots 0..9 = s0, s1, s2, p0, p1, p2, d0, d1, d2, IC); conv_3d is upstream's
+// im2col_3d + mul_mat composition; conv_3d_direct the primitive CONV_3D (slots 0..11 = s0..d2,
+// IC, N, OC). Both give [OW, OH, OD, OC*N] (channel index oc + OC*n).
+GGML_API struct ggml_tensor * ggml_im2col_3d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                             int64_t IC, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
+                                             int d1, int d2, enum ggml_type dst_type);
+GGML_API struct ggml_tensor * ggml_conv_3d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                           int64_t IC, int s0, int s1, int s2, int p0, int p1, int p2, int d0, int d1,
+                                           int d2);
+GGML_API struct ggml_tensor * ggml_conv_3d_direct(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, int s0, int s1, int s2, int p0, int p1,
+                                                  int p2, int d0, int d1, int d2, int n_channels, int n_batch,
+                                                  int n_channels_out);
+
 enum ggml_op_pool {
     GGML_OP_POOL_MAX,
     GGML_OP_POOL_AVG,

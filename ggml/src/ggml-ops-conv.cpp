@@ -216,6 +216,62 @@ struct ggml_tensor * ggml_conv_transpose_2d_p0(struct ggml_context * ctx, struct
     return result;
 }
 
+struct ggml_tensor * ggml_im2col_3d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int64_t IC,
+                                    int s0, int s1, int s2, int p0, int p1, int p2, int d0, int d1, int d2,
+                                    enum ggml_type dst_type) {
+    check_conv_params("im2col_3d", s0, s1, d0, d1);
+    GGML_ASSERT(s2 > 0 && d2 > 0 && "im2col_3d: strides and dilations must be positive");
+    GGML_ASSERT(IC > 0 && b->ne[3] % IC == 0 && "im2col_3d: data dim 3 must be IC*N");
+    const int64_t N  = b->ne[3] / IC;
+    const int64_t OW = conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    const int64_t OH = conv_out_size(b->ne[1], a->ne[1], s1, p1, d1);
+    const int64_t OD = conv_out_size(b->ne[2], a->ne[2], s2, p2, d2);
+    GGML_ASSERT(OW > 0 && OH > 0 && OD > 0 && "im2col_3d: kernel larger than the padded input");
+    const int64_t        ne[4]    = {a->ne[0] * a->ne[1] * a->ne[2] * IC, OW, OH, OD * N};
+    struct ggml_tensor * result   = ggml_new_tensor(ctx, dst_type, 4, ne);
+    const int32_t        params[] = {s0, s1, s2, p0, p1, p2, d0, d1, d2, (int32_t) IC};
+    ggml_set_op_params(result, params, sizeof(params));
+    result->op     = GGML_OP_IM2COL_3D;
+    result->src[0] = a;
+    result->src[1] = b;
+    return result;
+}
+
+struct ggml_tensor * ggml_conv_3d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int64_t IC,
+                                  int s0, int s1, int s2, int p0, int p1, int p2, int d0, int d1, int d2) {
+    GGML_ASSERT(a->ne[3] % IC == 0 && "conv_3d: kernel dim 3 must be IC*OC");
+    struct ggml_tensor * im2col = ggml_im2col_3d(ctx, a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2, a->type); // [N*OD, OH, OW, IC*KD*KH*KW]
+    const int64_t        OC     = a->ne[3] / IC;
+    const int64_t        N      = b->ne[3] / IC;
+    struct ggml_tensor * result =
+        ggml_mul_mat(ctx, ggml_reshape_2d(ctx, im2col, im2col->ne[0], im2col->ne[3] * im2col->ne[2] * im2col->ne[1]),
+                     ggml_reshape_2d(ctx, a, a->ne[0] * a->ne[1] * a->ne[2] * IC, OC)); // [OC, N*OD*OH*OW]
+    const int64_t OD = im2col->ne[3] / N;
+    result = ggml_reshape_4d(ctx, result, im2col->ne[1] * im2col->ne[2], OD, N, OC); // [OC, N, OD, OH*OW]
+    result = ggml_cont(ctx, ggml_permute(ctx, result, 0, 1, 3, 2));                  // [N, OC, OD, OH*OW]
+    return ggml_reshape_4d(ctx, result, im2col->ne[1], im2col->ne[2], OD, OC * N);    // [N*OC, OD, OH, OW]
+}
+
+struct ggml_tensor * ggml_conv_3d_direct(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                         int s0, int s1, int s2, int p0, int p1, int p2, int d0, int d1, int d2,
+                                         int n_channels, int n_batch, int n_channels_out) {
+    check_conv_params("conv_3d_direct", s0, s1, d0, d1);
+    GGML_ASSERT(s2 > 0 && d2 > 0);
+    GGML_ASSERT(a->ne[3] == (int64_t) n_channels * n_channels_out && "conv_3d_direct: kernel dim 3 must be IC*OC");
+    GGML_ASSERT(b->ne[3] == (int64_t) n_channels * n_batch && "conv_3d_direct: data dim 3 must be IC*N");
+    const int64_t OW = conv_out_size(b->ne[0], a->ne[0], s0, p0, d0);
+    const int64_t OH = conv_out_size(b->ne[1], a->ne[1], s1, p1, d1);
+    const int64_t OD = conv_out_size(b->ne[2], a->ne[2], s2, p2, d2);
+    GGML_ASSERT(OW > 0 && OH > 0 && OD > 0 && "conv_3d_direct: kernel larger than the padded input");
+    struct ggml_tensor * result = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, OW, OH, OD, (int64_t) n_channels_out * n_batch);
+    const int32_t params[] = {s0, s1, s2, p0, p1, p2, d0, d1, d2, n_channels, n_batch, n_channels_out};
+    ggml_set_op_params(result, params, sizeof(params));
+    result->op     = GGML_OP_CONV_3D;
+    result->src[0] = a;
+    result->src[1] = b;
+    return result;
+}
+
 struct ggml_tensor * ggml_pool_1d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op, int k0,
                                   int s0, int p0) {
     GGML_ASSERT(op == GGML_OP_POOL_MAX || op == GGML_OP_POOL_AVG);

@@ -268,4 +268,57 @@ dense l2_norm(const dense & a, double eps) {
     return out;
 }
 
+dense conv_3d(const dense & k, const dense & x, int64_t IC, conv3d_params p, dense * abs_sum) {
+    const int64_t KW = k.ne[0], KH = k.ne[1], KD = k.ne[2], OC = k.ne[3] / IC, N = x.ne[3] / IC;
+    const int64_t OW = conv_out(x.ne[0], KW, p.s[0], p.p[0], p.d[0]);
+    const int64_t OH = conv_out(x.ne[1], KH, p.s[1], p.p[1], p.d[1]);
+    const int64_t OD = conv_out(x.ne[2], KD, p.s[2], p.p[2], p.d[2]);
+    dense out(OW, OH, OD, OC * N);
+    if (abs_sum) *abs_sum = dense(OW, OH, OD, OC * N);
+    for (int64_t n = 0; n < N; n++)
+    for (int64_t oc = 0; oc < OC; oc++)
+    for (int64_t oz = 0; oz < OD; oz++)
+    for (int64_t oy = 0; oy < OH; oy++)
+    for (int64_t ox = 0; ox < OW; ox++) {
+        double s = 0, sa = 0;
+        for (int64_t c = 0; c < IC; c++)
+        for (int64_t kz = 0; kz < KD; kz++)
+        for (int64_t ky = 0; ky < KH; ky++)
+        for (int64_t kx = 0; kx < KW; kx++) {
+            const int64_t xx = ox * p.s[0] + kx * p.d[0] - p.p[0], yy = oy * p.s[1] + ky * p.d[1] - p.p[1];
+            const int64_t zz = oz * p.s[2] + kz * p.d[2] - p.p[2];
+            if (xx < 0 || yy < 0 || zz < 0 || xx >= x.ne[0] || yy >= x.ne[1] || zz >= x.ne[2]) continue;
+            const double t = k.at(kx, ky, kz, oc * IC + c) * x.at(xx, yy, zz, n * IC + c);
+            s += t;
+            sa += std::fabs(t);
+        }
+        out.at(ox, oy, oz, n * OC + oc) = s;
+        if (abs_sum) abs_sum->at(ox, oy, oz, n * OC + oc) = sa;
+    }
+    return out;
+}
+
+dense im2col_3d(const dense & k, const dense & x, int64_t IC, conv3d_params p) {
+    const int64_t KW = k.ne[0], KH = k.ne[1], KD = k.ne[2], N = x.ne[3] / IC;
+    const int64_t OW = conv_out(x.ne[0], KW, p.s[0], p.p[0], p.d[0]);
+    const int64_t OH = conv_out(x.ne[1], KH, p.s[1], p.p[1], p.d[1]);
+    const int64_t OD = conv_out(x.ne[2], KD, p.s[2], p.p[2], p.d[2]);
+    dense out(IC * KD * KH * KW, OW, OH, OD * N);
+    for (int64_t n = 0; n < N; n++)
+    for (int64_t oz = 0; oz < OD; oz++)
+    for (int64_t oy = 0; oy < OH; oy++)
+    for (int64_t ox = 0; ox < OW; ox++)
+    for (int64_t c = 0; c < IC; c++)
+    for (int64_t kz = 0; kz < KD; kz++)
+    for (int64_t ky = 0; ky < KH; ky++)
+    for (int64_t kx = 0; kx < KW; kx++) {
+        const int64_t xx = ox * p.s[0] + kx * p.d[0] - p.p[0], yy = oy * p.s[1] + ky * p.d[1] - p.p[1];
+        const int64_t zz = oz * p.s[2] + kz * p.d[2] - p.p[2];
+        double v = 0;
+        if (xx >= 0 && yy >= 0 && zz >= 0 && xx < x.ne[0] && yy < x.ne[1] && zz < x.ne[2]) v = x.at(xx, yy, zz, n * IC + c);
+        out.at(((c * KD + kz) * KH + ky) * KW + kx, ox, oy, n * OD + oz) = v;
+    }
+    return out;
+}
+
 } // namespace ref

@@ -147,4 +147,10 @@ dense rope_multi(const dense & a, const std::vector<int32_t> & pos, const dense 
                  int mode, int n_ctx_orig, double freq_base, double freq_scale, double ext_factor, double attn_factor,
                  double beta_fast, double beta_slow);
 
+// 3-D: kernel [KW, KH, KD, IC*OC], data [W, H, D, IC*N] -> [OW, OH, OD, OC*N] (channel oc + OC*n);
+// im2col_3d -> [IC*KD*KH*KW, OW, OH, OD*N]
+struct conv3d_params { int s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}; };
+dense conv_3d(const dense & kernel, const dense & data, int64_t IC, conv3d_params p, dense * abs_sum = nullptr);
+dense im2col_3d(const dense & kernel, const dense & data, int64_t IC, conv3d_params p);
+
 } // namespace ref

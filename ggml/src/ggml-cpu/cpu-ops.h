@@ -94,6 +94,8 @@ void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struc
 void ggml_cpu_op_im2col(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_conv_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_conv_2d_dw(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_im2col_3d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_3d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_conv_transpose_1d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_conv_transpose_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_pool_1d(const struct ggml_compute_params * params, struct ggml_tensor * dst);

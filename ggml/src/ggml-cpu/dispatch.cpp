@@ -153,6 +153,8 @@ void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct 
         case GGML_OP_IM2COL: ggml_cpu_op_im2col(params, node); break;
         case GGML_OP_CONV_2D: ggml_cpu_op_conv_2d(params, node); break;
         case GGML_OP_CONV_2D_DW: ggml_cpu_op_conv_2d_dw(params, node); break;
+        case GGML_OP_IM2COL_3D: ggml_cpu_op_im2col_3d(params, node); break;
+        case GGML_OP_CONV_3D: ggml_cpu_op_conv_3d(params, node); break;
         case GGML_OP_CONV_TRANSPOSE_1D: ggml_cpu_op_conv_transpose_1d(params, node); break;
         case GGML_OP_CONV_TRANSPOSE_2D: ggml_cpu_op_conv_transpose_2d(params, node); break;
         case GGML_OP_POOL_1D: ggml_cpu_op_pool_1d(params, node); break;
@@ -252,7 +254,9 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
         case GGML_OP_CUSTOM: return !ggml_ext_is_ext_node(node); // extension nodes are not CPU callbacks
 
         // issue 13 ops: float operands of any strides
-        case GGML_OP_IM2COL: return node->src[1] && is_float_type(node->src[1]->type) && is_float_type(node->type);
+        case GGML_OP_IM2COL:
+        case GGML_OP_IM2COL_3D: return node->src[1] && is_float_type(node->src[1]->type) && is_float_type(node->type);
+        case GGML_OP_CONV_3D:
         case GGML_OP_CONV_2D:
         case GGML_OP_CONV_2D_DW:
         case GGML_OP_CONV_TRANSPOSE_1D:

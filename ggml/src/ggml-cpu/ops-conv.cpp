@@ -1,5 +1,5 @@
-// ops-conv.cpp — portable CPU kernels of the convolution family: IM2COL, CONV_2D (direct),
-// CONV_2D_DW, CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D.
+// ops-conv.cpp — portable CPU kernels of the convolution family: IM2COL, IM2COL_3D, CONV_2D
+// (direct), CONV_2D_DW, CONV_3D (direct, plain loops), CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D.
 //
 // CONV_2D is the hot op of VAE decoding. It never materialises the whole im2col matrix (at
 // 512 channels x 3x3 x 128x128 that is 300 MB in F32): output pixels are processed in tiles; for
@@ -445,5 +445,110 @@ void ggml_cpu_op_conv_transpose_2d(const struct ggml_compute_params * params, st
                                dst->nb[0], OW, acc.data() + oy * OW);
         }
         if (ggml_cpu_should_abort(params)) return;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3-D: kernel [KW, KH, KD, IC*OC], data [W, H, D, IC*N]
+
+namespace {
+
+struct conv3d_geom {
+    int64_t KW, KH, KD, IC, W, H, D;
+    int     s[3], p[3], d[3];
+};
+
+conv3d_geom geom3_of(const ggml_tensor * dst, int64_t IC) {
+    const ggml_tensor * k = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    conv3d_geom         g;
+    g.KW = k->ne[0]; g.KH = k->ne[1]; g.KD = k->ne[2]; g.IC = IC;
+    g.W = b->ne[0]; g.H = b->ne[1]; g.D = b->ne[2];
+    for (int i = 0; i < 3; ++i) {
+        g.s[i] = ggml_get_op_params_i32(dst, i);
+        g.p[i] = ggml_get_op_params_i32(dst, 3 + i);
+        g.d[i] = ggml_get_op_params_i32(dst, 6 + i);
+    }
+    return g;
+}
+
+// one im2col_3d row: out[((c*KD + kz)*KH + ky)*KW + kx] for output voxel (ox, oy, oz) of image n
+void im2col_3d_row(const ggml_tensor * b, const conv3d_geom & g, int64_t ox, int64_t oy, int64_t oz, int64_t n, float * out) {
+    for (int64_t c = 0; c < g.IC; ++c)
+        for (int64_t kz = 0; kz < g.KD; ++kz)
+            for (int64_t ky = 0; ky < g.KH; ++ky)
+                for (int64_t kx = 0; kx < g.KW; ++kx) {
+                    const int64_t x = ox * g.s[0] + kx * g.d[0] - g.p[0];
+                    const int64_t y = oy * g.s[1] + ky * g.d[1] - g.p[1];
+                    const int64_t z = oz * g.s[2] + kz * g.d[2] - g.p[2];
+                    float v = 0.0f;
+                    if (x >= 0 && x < g.W && y >= 0 && y < g.H && z >= 0 && z < g.D) {
+                        v = load_f(b->type, (const char *) b->data + x * b->nb[0] + y * b->nb[1] + z * b->nb[2] +
+                                                (n * g.IC + c) * b->nb[3]);
+                    }
+                    out[((c * g.KD + kz) * g.KH + ky) * g.KW + kx] = v;
+                }
+}
+
+} // namespace
+
+void ggml_cpu_op_im2col_3d(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) return;
+    const ggml_tensor * b  = dst->src[1];
+    const conv3d_geom   g  = geom3_of(dst, ggml_get_op_params_i32(dst, 9));
+    const int64_t       K  = dst->ne[0];
+    const int64_t       OW = dst->ne[1], OH = dst->ne[2];
+    const int64_t       N  = b->ne[3] / g.IC;
+    const int64_t       OD = dst->ne[3] / N;
+    GGML_ASSERT(K == g.IC * g.KD * g.KH * g.KW);
+    std::vector<float> row((size_t) K);
+    int64_t r0, r1;
+    ggml_cpu_split_range(OW * OH * dst->ne[3], params->ith, params->nth, &r0, &r1);
+    ggml_cpu_abort_poll poll(params);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t ox = r % OW, oy = (r / OW) % OH, nz = r / (OW * OH);
+        const int64_t oz = nz % OD, n = nz / OD;
+        im2col_3d_row(b, g, ox, oy, oz, n, row.data());
+        ggml_cpu_store_row(dst->type, (char *) dst->data + ox * dst->nb[1] + oy * dst->nb[2] + nz * dst->nb[3], dst->nb[0], K,
+                           row.data());
+        if (poll.tick(K)) return;
+    }
+}
+
+void ggml_cpu_op_conv_3d(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    if (ggml_is_empty(dst)) return;
+    const ggml_tensor * k  = dst->src[0];
+    const ggml_tensor * b  = dst->src[1];
+    const conv3d_geom   g  = geom3_of(dst, ggml_get_op_params_i32(dst, 9));
+    const int64_t       OC = ggml_get_op_params_i32(dst, 11);
+    const int64_t       K  = g.IC * g.KD * g.KH * g.KW;
+    const int64_t       OW = dst->ne[0], OH = dst->ne[1], OD = dst->ne[2];
+    // threads take output voxels (all channels of a voxel share its im2col row)
+    std::vector<float> col((size_t) K), w((size_t) K);
+    std::vector<float> kern((size_t) (K * OC));
+    for (int64_t oc = 0; oc < OC; ++oc) {
+        for (int64_t c = 0; c < g.IC; ++c)
+            for (int64_t kz = 0; kz < g.KD; ++kz)
+                for (int64_t ky = 0; ky < g.KH; ++ky)
+                    for (int64_t kx = 0; kx < g.KW; ++kx)
+                        kern[oc * K + ((c * g.KD + kz) * g.KH + ky) * g.KW + kx] =
+                            load_f(k->type, (const char *) k->data + kx * k->nb[0] + ky * k->nb[1] + kz * k->nb[2] +
+                                                (oc * g.IC + c) * k->nb[3]);
+    }
+    const int64_t N = dst->ne[3] / OC;
+    int64_t       r0, r1;
+    ggml_cpu_split_range(OW * OH * OD * N, params->ith, params->nth, &r0, &r1);
+    ggml_cpu_abort_poll poll(params);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t ox = r % OW, oy = (r / OW) % OH, oz = (r / (OW * OH)) % OD, n = r / (OW * OH * OD);
+        im2col_3d_row(b, g, ox, oy, oz, n, col.data());
+        for (int64_t oc = 0; oc < OC; ++oc) {
+            const float * kr = kern.data() + oc * K;
+            float         s  = 0.0f;
+            for (int64_t i = 0; i < K; ++i) s += kr[i] * col[i];
+            memcpy((char *) dst->data + ox * dst->nb[0] + oy * dst->nb[1] + oz * dst->nb[2] + (n * OC + oc) * dst->nb[3], &s,
+                   sizeof(float));
+        }
+        if (poll.tick(K * OC)) return;
     }
 }
