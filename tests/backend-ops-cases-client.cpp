@@ -314,7 +314,39 @@ void rope_multi_cases(case_list & cl) {
     }
 }
 
+void sam_cases(case_list & cl) {
+    for (ne4 s : {ne4{5, 14, 14, 1}, ne4{3, 10, 7, 1}}) // exact multiple of the window, and padded
+    for (int w : {7, 4}) {
+        cl.add("win_part f32 " + sh(s) + " w " + std::to_string(w),
+               [=](builder & b) { b.out = ggml_win_part(b.ctx, b.src(GGML_TYPE_F32, s), w); },
+               [=](const std::vector<dense> & x, dense *) { return ref::win_part(x[0], w); }, tolerance{});
+        const int64_t npx = (s[1] + w - 1) / w, npy = (s[2] + w - 1) / w;
+        cl.add("win_unpart f32 " + sh(s) + " w " + std::to_string(w),
+               [=](builder & b) { b.out = ggml_win_unpart(b.ctx, b.src(GGML_TYPE_F32, {s[0], w, w, npx * npy}), (int) s[1], (int) s[2], w); },
+               [=](const std::vector<dense> & x, dense *) { return ref::win_unpart(x[0], (int) s[1], (int) s[2], w); }, tolerance{});
+    }
+    for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_F32})
+    for (int q : {1, 5, 8}) {
+        cl.add(std::string("get_rel_pos ") + tn(t) + " C 6 q " + std::to_string(q),
+               [=](builder & b) { b.out = ggml_get_rel_pos(b.ctx, b.src(t, {6, 2 * q - 1, 1, 1}), q, q); },
+               [=](const std::vector<dense> & x, dense *) { return ref::get_rel_pos(x[0], q, q); },
+               for_type(GGML_TYPE_F16, tolerance{}));
+    }
+    for (int ip = 0; ip < 2; ip++)
+    for (ne4 pws : {ne4{4, 3, 5, 2}, ne4{7, 7, 7, 1}}) {
+        cl.add(std::string(ip ? "add_rel_pos_inplace" : "add_rel_pos") + " f32 pw " + sh(pws),
+               [=](builder & b) {
+                   ggml_tensor * a  = b.src(GGML_TYPE_F32, {pws[0] * pws[0], pws[1] * pws[2], pws[3], 1});
+                   ggml_tensor * pw = b.src(GGML_TYPE_F32, pws);
+                   ggml_tensor * ph = b.src(GGML_TYPE_F32, pws);
+                   b.out = ip ? ggml_add_rel_pos_inplace(b.ctx, a, pw, ph) : ggml_add_rel_pos(b.ctx, a, pw, ph);
+               },
+               [](const std::vector<dense> & x, dense *) { return ref::add_rel_pos(x[0], x[1], x[2]); }, tol_ar(1e-7, 1e-6));
+    }
+}
+
 void add_client_cases(case_list & cl) {
+    sam_cases(cl);
     rope_multi_cases(cl);
     sinks_cases(cl);
     elementwise_cases(cl);

@@ -849,6 +849,18 @@ GGML_API struct ggml_tensor * ggml_rope_multi_inplace(struct ggml_context * ctx,
                                                       float freq_base, float freq_scale, float ext_factor,
                                                       float attn_factor, float beta_fast, float beta_slow);
 
+// SAM-style windows (F32): win_part pads a [C, W, H, 1] with zeros to multiples of w and cuts it
+// into [C, w, w, npx*npy] (int32 slots npx, npy, w); win_unpart reverses it to [C, w0, h0, 1].
+GGML_API struct ggml_tensor * ggml_win_part(struct ggml_context * ctx, struct ggml_tensor * a, int w);
+GGML_API struct ggml_tensor * ggml_win_unpart(struct ggml_context * ctx, struct ggml_tensor * a, int w0, int h0, int w);
+// get_rel_pos: a [C, 2*qh - 1] -> F16 [C, kh, qh], out[c, k, q] = a[c, (kh - 1 - k) + q] (qh == kh).
+// add_rel_pos: a [K*K, q, B] += ph[kh, q, B] + pw[kw, q, B] at element kh*K + kw (F32, contiguous).
+GGML_API struct ggml_tensor * ggml_get_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, int qh, int kh);
+GGML_API struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
+                                               struct ggml_tensor * ph);
+GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * pw, struct ggml_tensor * ph);
+
 GGML_API void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 GGML_API void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 

@@ -333,6 +333,65 @@ struct ggml_tensor * ggml_rope_multi_inplace(struct ggml_context * ctx, struct g
                            attn_factor, beta_fast, beta_slow, true);
 }
 
+struct ggml_tensor * ggml_win_part(struct ggml_context * ctx, struct ggml_tensor * a, int w) {
+    GGML_ASSERT(a->ne[3] == 1 && a->type == GGML_TYPE_F32 && "win_part: a must be F32 [C, W, H, 1]");
+    GGML_ASSERT(w > 0 && "win_part: window must be positive");
+    const int px = (int) ((w - a->ne[1] % w) % w), py = (int) ((w - a->ne[2] % w) % w);
+    const int npx = (int) ((px + a->ne[1]) / w), npy = (int) ((py + a->ne[2]) / w);
+    struct ggml_tensor * result = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, a->ne[0], w, w, (int64_t) npx * npy);
+    const int32_t        params[] = {npx, npy, w};
+    ggml_set_op_params(result, params, sizeof(params));
+    result->op     = GGML_OP_WIN_PART;
+    result->src[0] = a;
+    return result;
+}
+
+struct ggml_tensor * ggml_win_unpart(struct ggml_context * ctx, struct ggml_tensor * a, int w0, int h0, int w) {
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && w > 0 && w0 > 0 && h0 > 0);
+    GGML_ASSERT(a->ne[1] == w && a->ne[2] == w && "win_unpart: a must be [C, w, w, n_windows]");
+    const int64_t npx = (w0 + w - 1) / w, npy = (h0 + w - 1) / w;
+    GGML_ASSERT(a->ne[3] >= npx * npy && "win_unpart: too few windows for w0 x h0");
+    struct ggml_tensor * result = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, a->ne[0], w0, h0, 1);
+    ggml_set_op_params_i32(result, 0, w);
+    result->op     = GGML_OP_WIN_UNPART;
+    result->src[0] = a;
+    return result;
+}
+
+struct ggml_tensor * ggml_get_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, int qh, int kh) {
+    GGML_ASSERT(qh == kh && "get_rel_pos: qh must equal kh");
+    GGML_ASSERT(2 * (int64_t) (qh > kh ? qh : kh) - 1 == a->ne[1] && "get_rel_pos: a must be [C, 2*qh - 1]");
+    struct ggml_tensor * result = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, a->ne[0], kh, qh);
+    result->op                  = GGML_OP_GET_REL_POS;
+    result->src[0]              = a;
+    return result;
+}
+
+static struct ggml_tensor * add_rel_pos_impl(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
+                                             struct ggml_tensor * ph, bool inplace) {
+    GGML_ASSERT(ggml_are_same_shape(pw, ph) && "add_rel_pos: pw and ph must have the same shape");
+    GGML_ASSERT(ggml_is_contiguous(a) && ggml_is_contiguous(pw) && ggml_is_contiguous(ph));
+    GGML_ASSERT(a->type == GGML_TYPE_F32 && pw->type == GGML_TYPE_F32 && ph->type == GGML_TYPE_F32);
+    GGML_ASSERT(pw->ne[3] == a->ne[2] && pw->ne[0] * pw->ne[0] == a->ne[0] && pw->ne[1] * pw->ne[2] == a->ne[1] &&
+                "add_rel_pos: a must be [K*K, q, B] for pw/ph [K, q1, q2, B]");
+    struct ggml_tensor * result = inplace ? ggml_view_tensor(ctx, a) : ggml_dup_tensor(ctx, a);
+    ggml_set_op_params_i32(result, 0, inplace ? 1 : 0);
+    result->op     = GGML_OP_ADD_REL_POS;
+    result->src[0] = a;
+    result->src[1] = pw;
+    result->src[2] = ph;
+    return result;
+}
+
+struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
+                                      struct ggml_tensor * ph) {
+    return add_rel_pos_impl(ctx, a, pw, ph, false);
+}
+struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
+                                              struct ggml_tensor * ph) {
+    return add_rel_pos_impl(ctx, a, pw, ph, true);
+}
+
 void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks) {
     if (!sinks) {
         a->src[4] = nullptr;

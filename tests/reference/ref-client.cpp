@@ -169,4 +169,46 @@ dense flash_attn_ext_sinks(const dense & q, const dense & k, const dense & v, do
     return out;
 }
 
+dense win_part(const dense & a, int w) {
+    const int64_t npx = (a.ne[1] + w - 1) / w, npy = (a.ne[2] + w - 1) / w;
+    dense out(a.ne[0], w, w, npx * npy);
+    for (int64_t wy = 0; wy < npy; wy++)
+    for (int64_t wx = 0; wx < npx; wx++)
+    for (int64_t y = 0; y < w; y++)
+    for (int64_t x = 0; x < w; x++)
+    for (int64_t c = 0; c < a.ne[0]; c++) {
+        const int64_t sx = wx * w + x, sy = wy * w + y;
+        out.at(c, x, y, wy * npx + wx) = (sx < a.ne[1] && sy < a.ne[2]) ? a.at(c, sx, sy) : 0.0;
+    }
+    return out;
+}
+
+dense win_unpart(const dense & a, int w0, int h0, int w) {
+    const int64_t npx = (w0 + w - 1) / w;
+    dense out(a.ne[0], w0, h0);
+    for (int64_t y = 0; y < h0; y++)
+    for (int64_t x = 0; x < w0; x++)
+    for (int64_t c = 0; c < a.ne[0]; c++) out.at(c, x, y) = a.at(c, x % w, y % w, (y / w) * npx + x / w);
+    return out;
+}
+
+dense get_rel_pos(const dense & a, int qh, int kh) {
+    dense out(a.ne[0], kh, qh);
+    for (int64_t q = 0; q < qh; q++)
+    for (int64_t k = 0; k < kh; k++)
+    for (int64_t c = 0; c < a.ne[0]; c++) out.at(c, k, q) = a.at(c, (kh - 1 - k) + q);
+    return out;
+}
+
+dense add_rel_pos(const dense & a, const dense & pw, const dense & ph) {
+    const int64_t K = pw.ne[0], q1 = pw.ne[1];
+    dense out = a;
+    for (int64_t b = 0; b < a.ne[2]; b++)
+    for (int64_t q = 0; q < a.ne[1]; q++)
+    for (int64_t kh = 0; kh < K; kh++)
+    for (int64_t kw = 0; kw < K; kw++)
+        out.at(kh * K + kw, q, b) += ph.at(kh, q % q1, q / q1, b) + pw.at(kw, q % q1, q / q1, b);
+    return out;
+}
+
 } // namespace ref

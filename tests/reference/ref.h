@@ -153,4 +153,9 @@ struct conv3d_params { int s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
 dense conv_3d(const dense & kernel, const dense & data, int64_t IC, conv3d_params p, dense * abs_sum = nullptr);
 dense im2col_3d(const dense & kernel, const dense & data, int64_t IC, conv3d_params p);
 
+dense win_part(const dense & a, int w);                         // [C, w, w, npx*npy]
+dense win_unpart(const dense & a, int w0, int h0, int w);       // [C, w0, h0]
+dense get_rel_pos(const dense & a, int qh, int kh);             // [C, kh, qh]
+dense add_rel_pos(const dense & a, const dense & pw, const dense & ph);
+
 } // namespace ref

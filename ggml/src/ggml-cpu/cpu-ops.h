@@ -118,6 +118,9 @@ void ggml_cpu_op_add_id(const struct ggml_compute_params * params, struct ggml_t
 void ggml_cpu_op_mul_mat_id(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_set_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_map_custom(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_win(const struct ggml_compute_params * params, struct ggml_tensor * dst); // WIN_PART, WIN_UNPART
+void ggml_cpu_op_get_rel_pos(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_add_rel_pos(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 
 // work-buffer sizes of the kernels that need scratch (others need none)
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads);

@@ -183,6 +183,10 @@ void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct 
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
         case GGML_OP_MAP_CUSTOM3: ggml_cpu_op_map_custom(params, node); break;
+        case GGML_OP_WIN_PART:
+        case GGML_OP_WIN_UNPART: ggml_cpu_op_win(params, node); break;
+        case GGML_OP_GET_REL_POS: ggml_cpu_op_get_rel_pos(params, node); break;
+        case GGML_OP_ADD_REL_POS: ggml_cpu_op_add_rel_pos(params, node); break;
         case GGML_OP_CUSTOM:
             if (ggml_ext_is_ext_node(node)) {
                 // only a registered kernel can run these; the capability query said no
@@ -295,6 +299,11 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
         case GGML_OP_MAP_CUSTOM1:
         case GGML_OP_MAP_CUSTOM2:
         case GGML_OP_MAP_CUSTOM3: return true;
+        case GGML_OP_WIN_PART:
+        case GGML_OP_WIN_UNPART: return node->type == GGML_TYPE_F32 && node->src[0]->type == GGML_TYPE_F32;
+        case GGML_OP_GET_REL_POS: return is_float_type(node->src[0]->type) && node->type == GGML_TYPE_F16;
+        case GGML_OP_ADD_REL_POS:
+            return node->type == GGML_TYPE_F32 && ggml_is_contiguous(node->src[0]) && ggml_is_contiguous(node);
 
         case GGML_OP_COUNT:
         default: return false;

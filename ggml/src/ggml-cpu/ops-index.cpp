@@ -1,6 +1,7 @@
 // ops-index.cpp — portable CPU kernels for the client ops that are elementwise maps with an
 // index-dependent rule or that move data by index: CLAMP, LEAKY_RELU, LOG, SIN, COS,
-// DIAG_MASK_INF, ACC, SET, ROLL, ADD_ID, MUL_MAT_ID, SET_ROWS and the MAP_CUSTOM1..3 bridge.
+// DIAG_MASK_INF, ACC, SET, ROLL, ADD_ID, MUL_MAT_ID, SET_ROWS, WIN_PART/WIN_UNPART,
+// GET_REL_POS/ADD_REL_POS and the MAP_CUSTOM1..3 bridge.
 //
 // The elementwise maps read a chunk of a row, transform it and write it to the same position of
 // dst, so they are safe in place (dst aliasing src). Work is split over rows.
@@ -254,5 +255,68 @@ void ggml_cpu_op_map_custom(const struct ggml_compute_params * params, struct gg
             f(dst, dst->src[0], dst->src[1], dst->src[2], params->ith, params->nth, p.userdata);
             break;
         }
+    }
+}
+
+// WIN_PART / WIN_UNPART: rows of C floats move between the image [C, W, H] and the windows
+// [C, w, w, n]; positions outside the image are zeros (part) or dropped (unpart).
+void ggml_cpu_op_win(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const ggml_tensor * a    = dst->src[0];
+    const bool          part = dst->op == GGML_OP_WIN_PART;
+    const int64_t       C    = a->ne[0];
+    const int           w    = part ? ggml_get_op_params_i32(dst, 2) : ggml_get_op_params_i32(dst, 0);
+    int64_t             r0, r1;
+    ggml_cpu_split_range(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        int64_t i1, i2, i3;
+        ggml_cpu_row_coords(r, dst->ne, &i1, &i2, &i3);
+        char *       d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        const char * s = nullptr;
+        if (part) {
+            const int64_t npx = ggml_get_op_params_i32(dst, 0);
+            const int64_t x = (i3 % npx) * w + i1, y = (i3 / npx) * w + i2;
+            if (x < a->ne[1] && y < a->ne[2]) s = (const char *) a->data + x * a->nb[1] + y * a->nb[2];
+        } else {
+            const int64_t npx = (dst->ne[1] + w - 1) / w;
+            s = (const char *) a->data + (i1 % w) * a->nb[1] + (i2 % w) * a->nb[2] + ((i2 / w) * npx + i1 / w) * a->nb[3];
+        }
+        for (int64_t c = 0; c < C; ++c) {
+            float v = 0.0f;
+            if (s) memcpy(&v, s + c * a->nb[0], sizeof(float));
+            memcpy(d + c * dst->nb[0], &v, sizeof(float));
+        }
+    }
+}
+
+void ggml_cpu_op_get_rel_pos(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const ggml_tensor * a  = dst->src[0];
+    const int64_t       kh = dst->ne[1];
+    std::vector<float>  row((size_t) a->ne[0]);
+    int64_t             r0, r1;
+    ggml_cpu_split_range(ggml_nrows(dst), params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t k = r % kh, q = r / kh;
+        ggml_cpu_load_row(a->type, (const char *) a->data + ((kh - 1 - k) + q) * a->nb[1], a->nb[0], a->ne[0], row.data());
+        ggml_cpu_store_row(dst->type, (char *) dst->data + k * dst->nb[1] + q * dst->nb[2], dst->nb[0], a->ne[0], row.data());
+    }
+}
+
+void ggml_cpu_op_add_rel_pos(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const ggml_tensor * a  = dst->src[0];
+    const ggml_tensor * pw = dst->src[1];
+    const ggml_tensor * ph = dst->src[2];
+    const int64_t       K  = pw->ne[0];
+    const int64_t       nq = a->ne[1];
+    // rows of dst (one per query and batch) are independent: copy-then-add per row, alias-safe
+    int64_t r0, r1;
+    ggml_cpu_split_range(nq * a->ne[2], params->ith, params->nth, &r0, &r1);
+    const float * pwd = (const float *) pw->data;
+    const float * phd = (const float *) ph->data;
+    for (int64_t r = r0; r < r1; ++r) {
+        const float * s = (const float *) ((const char *) a->data + r * a->nb[1]);
+        float *       d = (float *) ((char *) dst->data + r * dst->nb[1]);
+        // pw/ph are contiguous [K, q1, q2, B]: row r of a is (q, b) = their row r
+        for (int64_t kh = 0; kh < K; ++kh)
+            for (int64_t kw = 0; kw < K; ++kw) d[kh * K + kw] = s[kh * K + kw] + phd[r * K + kh] + pwd[r * K + kw];
     }
 }
