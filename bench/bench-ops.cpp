@@ -201,6 +201,39 @@ std::vector<op_case> make_cases(bool smoke) {
         }
     }
 
+    // conv_2d at the SD VAE decoder's widest shape (512 -> 512 channels, 3x3, 128x128): upstream's
+    // composition (im2col + our mul_mat, the whole im2col matrix materialised) against
+    // conv_2d_direct (im2col tiles fed to the same GEMM); OpenBLAS sgemm of the im2col matrix
+    // (im2col time not included) is the GEMM baseline.
+    {
+        const int64_t W = smoke ? 16 : 128, C = smoke ? 8 : 512, OC = smoke ? 8 : 512;
+        const int64_t K = 9 * C, P = W * W;
+        const std::string shape = "K,OC,pixels=" + std::to_string(K) + "," + std::to_string(OC) + "," + std::to_string(P);
+        const std::string f32_key = std::string("conv_2d_im2col_mm_f32") + shape;
+        struct variant { const char * name; bool direct; ggml_type kt; };
+        for (variant v : {variant{"conv_2d_im2col_mm_f32", false, GGML_TYPE_F32}, variant{"conv_2d_im2col_mm_f16", false, GGML_TYPE_F16},
+                          variant{"conv_2d_direct_f32", true, GGML_TYPE_F32}, variant{"conv_2d_direct_f16", true, GGML_TYPE_F16}}) {
+            op_case c;
+            c.name   = v.name;
+            c.shape  = shape;
+            c.k      = op_case::GEMM;
+            c.flops  = 2.0 * K * OC * P;
+            c.blas_K = K;
+            c.blas_N = OC;
+            c.blas_M = P;
+            if (c.name != "conv_2d_im2col_mm_f32") {
+                c.compare_key   = f32_key;
+                c.compare_label = "im2col+mul_mat f32";
+            }
+            c.build = [=](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
+                ggml_tensor * k = input(ggml_new_tensor_4d(ctx, v.kt, 3, 3, C, OC));
+                ggml_tensor * x = input(ggml_new_tensor_4d(ctx, GGML_TYPE_F32, W, W, C, 1));
+                return v.direct ? ggml_conv_2d_direct(ctx, k, x, 1, 1, 1, 1, 1, 1) : ggml_conv_2d(ctx, k, x, 1, 1, 1, 1, 1, 1);
+            };
+            cases.push_back(c);
+        }
+    }
+
     // Attention at the DiT shape: the unfused chain (the model's fallback: mul_mat, soft_max,
     // mul_mat on the transposed V, as in src/core/attention.cpp) first, then flash attention
     // compared with it, for F16, BF16 and F32 K/V; F16 once more with GGML_PREC_F32 (what the

@@ -28,5 +28,7 @@ void add_copy_cases(case_list & cl);        // cpy, cast, cont, dup, reshape/vie
 void add_rope_cases(case_list & cl);
 void add_attention_cases(case_list & cl);
 void add_layout_cases(case_list & cl);      // concat, pad, repeat, arange, timestep, custom, view chains
+void add_client_cases(case_list & cl);      // clamp..cos, reductions, sorting, masks, acc/set, roll, ids, set_rows, maps
+void add_conv_cases(case_list & cl);        // im2col, convolutions, pools, upscale, group/l2 norm, circular pad
 
 } // namespace bops

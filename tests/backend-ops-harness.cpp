@@ -103,6 +103,7 @@ static double decode(ggml_type type, const uint8_t * p, int64_t i_in_block) {
         case GGML_TYPE_F16: { uint16_t h; memcpy(&h, p, 2); return ref::f16_bits_to_f32(h); }
         case GGML_TYPE_BF16: { uint16_t h; memcpy(&h, p, 2); return ref::bf16_bits_to_f32(h); }
         case GGML_TYPE_I32: { int32_t i; memcpy(&i, p, 4); return i; }
+        case GGML_TYPE_I64: { int64_t i; memcpy(&i, p, 8); return (double) i; }
         case GGML_TYPE_I16: { int16_t i; memcpy(&i, p, 2); return i; }
         case GGML_TYPE_I8: { int8_t i; memcpy(&i, p, 1); return i; }
         case GGML_TYPE_Q8_0: {
@@ -164,6 +165,7 @@ static void write_input(ggml_tensor * t, const fill & f, std::mt19937 & rng) {
                     case GGML_TYPE_F16: { uint16_t h = ref::f32_to_f16_bits((float) v[i]); memcpy(p, &h, 2); break; }
                     case GGML_TYPE_BF16: { uint16_t h = ref::f32_to_bf16_bits((float) v[i]); memcpy(p, &h, 2); break; }
                     case GGML_TYPE_I32: { int32_t x = (int32_t) std::llround(v[i]); memcpy(p, &x, 4); break; }
+                    case GGML_TYPE_I64: { int64_t x = (int64_t) std::llround(v[i]); memcpy(p, &x, 8); break; }
                     default: GGML_ABORT("test harness: cannot encode type %s", ggml_type_name(t->type));
                 }
             }

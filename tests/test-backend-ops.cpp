@@ -25,6 +25,8 @@ const std::vector<op_case> & all_cases() {
         add_rope_cases(cl);
         add_attention_cases(cl);
         add_layout_cases(cl);
+        add_conv_cases(cl);
+        add_client_cases(cl);
         return std::move(cl.v);
     }();
     return cases;

@@ -80,6 +80,44 @@ GGML_API void    ggml_set_f32_1d(const struct ggml_tensor * tensor, int i, float
 GGML_API int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i);
 GGML_API void    ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value);
 
+// Upstream's remaining scalar helpers (issue 13): whole-tensor fill and n-d element access on
+// host memory; indices are per dimension, any strides.
+GGML_API struct ggml_tensor * ggml_set_i32(struct ggml_tensor * tensor, int32_t value);
+GGML_API struct ggml_tensor * ggml_set_f32(struct ggml_tensor * tensor, float value);
+GGML_API int32_t ggml_get_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_API void    ggml_set_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, int32_t value);
+GGML_API float   ggml_get_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_API void    ggml_set_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, float value);
+
+// Compute a graph whose tensors live in a context (no backend buffers) on a temporary CPU
+// backend with n_threads threads.
+GGML_API enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph,
+                                                      int n_threads);
+
+// The rest of upstream's CPU feature queries (0 for features of other architectures).
+GGML_API int ggml_cpu_has_sse3(void);
+GGML_API int ggml_cpu_has_ssse3(void);
+GGML_API int ggml_cpu_has_avx(void);
+GGML_API int ggml_cpu_has_avx_vnni(void);
+GGML_API int ggml_cpu_has_bmi2(void);
+GGML_API int ggml_cpu_has_f16c(void);
+GGML_API int ggml_cpu_has_fma(void);
+GGML_API int ggml_cpu_has_avx512_vbmi(void);
+GGML_API int ggml_cpu_has_neon(void);
+GGML_API int ggml_cpu_has_arm_fma(void);
+GGML_API int ggml_cpu_has_fp16_va(void);
+GGML_API int ggml_cpu_has_dotprod(void);
+GGML_API int ggml_cpu_has_matmul_int8(void);
+GGML_API int ggml_cpu_has_sve(void);
+GGML_API int ggml_cpu_get_sve_cnt(void);
+GGML_API int ggml_cpu_has_sme(void);
+GGML_API int ggml_cpu_has_riscv_v(void);
+GGML_API int ggml_cpu_get_rvv_vlen(void);
+GGML_API int ggml_cpu_has_vsx(void);
+GGML_API int ggml_cpu_has_vxe(void);
+GGML_API int ggml_cpu_has_wasm_simd(void);
+GGML_API int ggml_cpu_has_llamafile(void);
+
 // Row converters
 GGML_API void ggml_cpu_fp32_to_fp16(const float * x, ggml_fp16_t * y, int64_t n);
 GGML_API void ggml_cpu_fp16_to_fp32(const ggml_fp16_t * x, float * y, int64_t n);
