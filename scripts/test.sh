@@ -15,6 +15,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
 scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
+scripts/test-install.sh
+if [ "${SD_TEST_UPSTREAM:-0}" = 1 ]; then scripts/test-upstream.sh; fi
 
 if ((sanitize)); then
     echo "== Sanitizer build (address;undefined) and tests"

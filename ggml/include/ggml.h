@@ -28,7 +28,19 @@ extern "C" {
 #define GGML_MAX_DIMS 4
 #define GGML_MAX_SRC 10
 #define GGML_MAX_OP_PARAMS 64
-#define GGML_MAX_NAME 64
+
+// GGML_MAX_NAME sizes ggml_tensor::name, so it is part of the ABI. The library is built with the
+// value of the CMake cache variable GGML_MAX_NAME (upstream's 64 by default), recorded in the
+// generated ggml-build-config.h. A client that does not define it gets the library's value; a
+// client that defines a different value is stopped here instead of corrupting memory at run time
+// (stable-diffusion.cpp requires >= 128: install with -DGGML_MAX_NAME=160).
+#include "ggml-build-config.h"
+#ifndef GGML_MAX_NAME
+#define GGML_MAX_NAME GGML_BUILD_MAX_NAME
+#endif
+#if GGML_MAX_NAME != GGML_BUILD_MAX_NAME
+#error "GGML_MAX_NAME differs from the value this ggml library was built with (GGML_BUILD_MAX_NAME in ggml-build-config.h); rebuild ggml with -DGGML_MAX_NAME=<your value>"
+#endif
 #define GGML_MAX_N_THREADS 512
 #define GGML_DEFAULT_N_THREADS 4
 #define GGML_DEFAULT_GRAPH_SIZE 2048
@@ -42,6 +54,8 @@ extern "C" {
 #define GGML_EXIT_ABORTED 1
 
 #define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
+
+#define GGML_UNUSED(x) (void) (x)
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -105,6 +119,10 @@ GGML_API void        ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int
 enum ggml_type {
     GGML_TYPE_F32   = 0,
     GGML_TYPE_F16   = 1,
+    GGML_TYPE_Q4_0  = 2, // block-quantized types declared with upstream's values; the kernels and
+    GGML_TYPE_Q4_1  = 3, // type traits for Q4_0/Q4_1/Q5_0/Q5_1 come with the GGUF issue (traits
+    GGML_TYPE_Q5_0  = 6, // report type_name NULL until then)
+    GGML_TYPE_Q5_1  = 7,
     GGML_TYPE_Q8_0  = 8,
     GGML_TYPE_I8    = 24,
     GGML_TYPE_I16   = 25,
@@ -308,6 +326,11 @@ static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
 
 struct ggml_context;
 struct ggml_cgraph;
+
+// Backend identifiers (upstream keeps these in ggml.h).
+typedef uint8_t     ggml_guid[16];
+typedef ggml_guid * ggml_guid_t;
+GGML_API bool ggml_guid_matches(ggml_guid_t guid_a, ggml_guid_t guid_b);
 
 struct ggml_init_params {
     size_t mem_size;   // bytes
