@@ -11,6 +11,8 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev libdnnl-dev pkg-config; do
     have_pkg "$pkg" || need+=("$pkg")
 done
+# clang-14, libclang-rt-14-dev: libFuzzer for scripts/test-fuzz.sh (tests/fuzz)
+for pkg in clang-14 libclang-rt-14-dev; do have_pkg "$pkg" || need+=("$pkg"); done
 
 if ((${#need[@]})); then
     echo "install-deps: installing ${need[*]}"

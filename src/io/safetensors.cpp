@@ -4,6 +4,7 @@
 #include "io/json.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -273,7 +274,9 @@ class header_reader : public json::handler {
 // end. Copies out of a mapping run with a per-thread jump target; the handler jumps back there
 // instead of letting the process die, and passes any other SIGBUS on to the previous handler.
 
-thread_local sigjmp_buf * t_bus_jump __attribute__((tls_model("initial-exec"))) = nullptr;
+// volatile + signal fences: the compiler must not drop the store before the memcpy as dead
+// (it knows memcpy does not read it; only the signal handler does).
+thread_local sigjmp_buf * volatile t_bus_jump __attribute__((tls_model("initial-exec"))) = nullptr;
 struct sigaction          g_old_bus;
 std::once_flag            g_bus_once;
 
@@ -303,7 +306,9 @@ bool copy_guarded(void * dst, const void * src, size_t n) {
         return false;
     }
     t_bus_jump = &jb;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     std::memcpy(dst, src, n);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     t_bus_jump = nullptr;
     return true;
 }
