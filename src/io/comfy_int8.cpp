@@ -269,6 +269,15 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
             const bool fits = group == 0 || (in >= group && in % group == 0);
             quantize        = fits && !r->find(m + ".weight_scale") && !r->find(m + ".comfy_quant");
         }
+        // A module that is already int8 (or claims to be) is copied, but only if read_linear
+        // accepts it: the output must be a file this library can read back as modules.
+        if (!quantize && t.name.size() > suffix && t.name.compare(t.name.size() - suffix, suffix, ".weight") == 0) {
+            const std::string m = t.name.substr(0, t.name.size() - suffix);
+            if (r->find(m + ".comfy_quant") || t.dtype == "I8") {
+                linear_module lm;
+                if (!read_linear(*r, m, lm, err)) return false;
+            }
+        }
         if (!quantize) {
             specs.push_back({t.name, t.dtype, t.shape, {}});
             plans.push_back({kind::copy, k, true});
