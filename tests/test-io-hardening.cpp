@@ -464,4 +464,87 @@ TEST(IoComfy, GroupsizeAboveIntMaxIsRefusedNotNarrowed) {
     EXPECT_NE(err.find("convrot_groupsize"), std::string::npos) << err;
 }
 
+// ---------------------------------------------------------------------------------------------
+// 16: sdx bench --json
+
+#ifdef SDX_BIN
+
+// The smallest Krea2 layout sdx runs (hidden 256 = 2 heads, 1 KV head, MLP 256), int8 ConvRot
+// G=4 modules with constant weights: enough for bench to run its four configurations quickly.
+std::vector<sdio::tensor_out> tiny_krea2() {
+    const std::string                cq = "{\"format\":\"int8_tensorwise\",\"convrot\":true,\"convrot_groupsize\":4}";
+    const struct { const char * n; int64_t in, out; } lin[] = {
+        {"attn.wq", 256, 256}, {"attn.wk", 256, 128}, {"attn.wv", 256, 128}, {"attn.gate", 256, 256},
+        {"attn.wo", 256, 256}, {"mlp.gate", 256, 256}, {"mlp.up", 256, 256}, {"mlp.down", 256, 256}};
+    std::vector<sdio::tensor_out> t;
+    for (const auto & l : lin) {
+        const std::string p = std::string("blocks.0.") + l.n;
+        std::vector<int8_t> w((size_t) (l.in * l.out));
+        for (size_t i = 0; i < w.size(); ++i) w[i] = (int8_t) ((int) (i * 37 % 255) - 127);
+        t.push_back({p + ".weight", "I8", {l.out, l.in}, bytes_of(w)});
+        t.push_back({p + ".weight_scale", "F32", {l.out, 1}, bytes_of(std::vector<float>((size_t) l.out, 1e-3f))});
+        t.push_back({p + ".comfy_quant", "U8", {(int64_t) cq.size()}, bytes_of_string(cq)});
+    }
+    const struct { const char * n; int64_t size; } vec[] = {
+        {"mod.lin", 6 * 256}, {"prenorm.scale", 256}, {"postnorm.scale", 256}, {"attn.qknorm.qnorm.scale", 128}, {"attn.qknorm.knorm.scale", 128}};
+    for (const auto & v : vec) t.push_back({std::string("blocks.0.") + v.n, "F32", {v.size}, bytes_of(std::vector<float>((size_t) v.size, 0.1f))});
+    return t;
+}
+
+// Runs sdx with argv (no shell: the paths hold quotes and control bytes) in dir; returns the
+// exit status (128 + signal when killed).
+int run_sdx(const std::string & dir, const std::vector<std::string> & args) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (chdir(dir.c_str()) != 0) _exit(126);
+        const int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        std::vector<char *> argv;
+        argv.push_back((char *) SDX_BIN);
+        for (const auto & a : args) argv.push_back((char *) a.c_str());
+        argv.push_back(nullptr);
+        execv(SDX_BIN, argv.data());
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+TEST(SdxBench, JsonIsValidForLongAndNonUtf8Paths) {
+    tmp_dir     d;
+    std::string dir = d.path();
+    for (char c : std::string("abcde")) { // > 1024 bytes of path, past the old fixed buffer
+        dir += "/" + std::string(220, c);
+        ASSERT_TRUE(fs::create_directory(dir));
+    }
+    const std::string weights = dir + "/we\"ird\x01\xff\xc0name.safetensors";
+    std::string       err;
+    ASSERT_TRUE(sdio::write(weights, tiny_krea2(), {}, err)) << err;
+    ASSERT_EQ(run_sdx(d.path(), {"bench", "--weights", weights, "--blocks", "1", "--tokens", "8", "--runs", "1", "--json",
+                                 "out.json", "--html", "out.html"}),
+              0);
+    const std::string text = slurp(d.file("out.json"));
+    sdio::json::value v;
+    ASSERT_TRUE(sdio::json::parse(text.data(), text.size(), v, err)) << err;
+    const sdio::json::value * cfg = v.get("config");
+    ASSERT_TRUE(cfg && cfg->get("weights") && cfg->get("weights")->is_string());
+    const std::string & w = cfg->get("weights")->str;
+    EXPECT_EQ(w.substr(0, dir.size()), dir);
+    EXPECT_NE(w.find("we\"ird\x01\xef\xbf\xbd\xef\xbf\xbdname.safetensors"), std::string::npos) << w;
+    ASSERT_TRUE(v.get("results") && v.get("results")->is_array());
+    EXPECT_EQ(v.get("results")->arr.size(), 4u);
+
+    // An output path that is a symlink is refused before the benchmark runs; its target stays.
+    spit(d.file("victim"), "precious");
+    ASSERT_EQ(symlink(d.file("victim").c_str(), d.file("link.json").c_str()), 0);
+    EXPECT_EQ(run_sdx(d.path(), {"bench", "--weights", weights, "--blocks", "1", "--tokens", "8", "--runs", "1", "--json",
+                                 "link.json", "--html", "out.html"}),
+              1);
+    EXPECT_EQ(slurp(d.file("victim")), "precious");
+}
+
+#endif // SDX_BIN
+
 } // namespace
