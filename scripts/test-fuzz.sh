@@ -36,7 +36,7 @@ for t in json safetensors comfy; do
         >"$work/$t.log" 2>&1
     status=$?
     set -e
-    grep -E "^(#[0-9]+ +(INITED|DONE)|stat::number_of_executed_units|stat::peak_rss_mb)" "$work/$t.log" || true
+    grep -E "^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::number_of_executed_units|stat::peak_rss_mb)" "$work/$t.log" || true
     if [ "$status" != 0 ]; then
         tail -n 60 "$work/$t.log" >&2
         mkdir -p build-fuzz/artifacts
