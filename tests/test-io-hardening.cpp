@@ -386,6 +386,46 @@ void expect_signal_leaves_no_trace(int sig) {
 TEST(IoOutput, SigintMidWriteKeepsOldOutputAndRemovesTemporary) { expect_signal_leaves_no_trace(SIGINT); }
 TEST(IoOutput, SigtermMidWriteKeepsOldOutputAndRemovesTemporary) { expect_signal_leaves_no_trace(SIGTERM); }
 
+// A program with its own graceful SIGINT handler (an abort flag) keeps it: the handler still runs,
+// the temporary is removed, this write fails, and a later write succeeds.
+volatile sig_atomic_t g_flag = 0;
+extern "C" void       set_flag(int) { g_flag = 1; }
+
+TEST(IoOutput, SigintChainsToTheProgramsHandler) {
+    tmp_dir           d;
+    const std::string path = d.file("out.safetensors");
+    spit(path, "old output");
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        signal(SIGINT, set_flag);
+        std::string err;
+        const bool  ok = sdio::write_streamed(
+            path, {{"a", "U8", {16}, {}}, {"b", "U8", {16}, {}}}, {},
+            [&](size_t i, std::vector<uint8_t> & buf, std::string &) {
+                if (i == 1) raise(SIGINT);
+                buf.assign(16, 1);
+                return true;
+            },
+            err);
+        int code = 0;
+        if (ok || err.find("interrupted") == std::string::npos) code |= 1;
+        if (!g_flag) code |= 2;
+        if (slurp(path) != "old output") code |= 4;
+        if (std::distance(fs::directory_iterator(d.path()), fs::directory_iterator()) != 1) code |= 8;
+        if (!sdio::write(path, {{"x", "U8", {1}, {1}}}, {}, err)) code |= 16;
+        struct sigaction sa;
+        sigaction(SIGINT, nullptr, &sa);
+        if (sa.sa_handler != set_flag) code |= 32;
+        _exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 write not refused, 2 handler not run, 4 old output changed, "
+                                         "8 debris, 16 later write failed, 32 handler not restored";
+}
+
 TEST(IoOutput, ExceptionMidWriteRemovesTemporary) {
     tmp_dir           d;
     const std::string path = d.file("out.safetensors");

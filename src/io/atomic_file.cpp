@@ -42,28 +42,30 @@ constexpr size_t k_path_max = 4096;
 char                          g_paths[k_slots][k_path_max];
 volatile std::sig_atomic_t    g_used[k_slots];
 std::atomic<int>              g_registered{0};
-volatile std::sig_atomic_t    g_interrupted = 0;
+volatile std::sig_atomic_t    g_signals = 0; // termination signals seen (commit refuses if any came during the write)
 std::mutex                    g_mutex; // registration and handler installation (not the handler)
 struct sigaction              g_old[2];
 const int                     k_signals[2] = {SIGINT, SIGTERM};
 bool                          g_installed = false;
 
 extern "C" void cleanup_handler(int sig, siginfo_t * info, void * ctx) {
+    const int saved_errno = errno; // the program may continue (a chained graceful handler)
+    // Slots stay marked: their owners release them (a slot freed here could be reused while its
+    // owner still holds its index).
     for (int k = 0; k < k_slots; ++k) {
-        if (g_used[k]) {
-            ::unlink(g_paths[k]);
-            g_used[k] = 0;
-        }
+        if (g_used[k]) ::unlink(g_paths[k]);
     }
-    g_interrupted = 1;
+    g_signals = g_signals + 1;
     const struct sigaction * old = sig == SIGINT ? &g_old[0] : &g_old[1];
     if (old->sa_flags & SA_SIGINFO) {
         if (old->sa_sigaction) {
             old->sa_sigaction(sig, info, ctx); // someone else's graceful handler (e.g. an abort flag)
+            errno = saved_errno;
             return;
         }
     } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
         old->sa_handler(sig);
+        errno = saved_errno;
         return;
     }
     // Default action: die by the same signal, so the exit status says what happened.
@@ -200,22 +202,18 @@ bool atomic_file::open(const std::string & path, std::string & err) {
         char suffix[24];
         std::snprintf(suffix, sizeof suffix, ".tmp.%08x%08x", (unsigned) rd(), (unsigned) rd());
         const std::string tmp = dir + "/." + base_of(path) + suffix;
-        // Registered before it exists, so no signal can leave it behind; unlinking a name that
-        // was never created is harmless... unless someone else created it: O_EXCL below fails
-        // then, and the slot is released without unlinking.
-        const int slot = register_temp(tmp);
-        const int fd   = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        // Signals stay blocked from creating the file until it is registered: no window in
+        // which a SIGINT could leave it behind.
+        signals_blocked b;
+        const int       fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
-            fd_   = fd;
-            tmp_  = tmp;
-            slot_ = slot;
+            fd_              = fd;
+            tmp_             = tmp;
+            signals_at_open_ = g_signals;
+            slot_ = register_temp(tmp); // -1 (no signal cleanup) only when 16 writes are open at once
             return true;
         }
         const int e = errno;
-        {
-            signals_blocked b;
-            unregister_temp(slot);
-        }
         if (e != EEXIST) {
             err = path + ": cannot create a temporary file in '" + dir + "': " + std::strerror(e);
             return false;
@@ -224,6 +222,8 @@ bool atomic_file::open(const std::string & path, std::string & err) {
     err = path + ": cannot create a temporary file in '" + dir + "' (100 names taken)";
     return false;
 }
+
+bool atomic_file::interrupted() const { return g_signals != signals_at_open_; }
 
 bool atomic_file::commit(std::string & err) {
     if (fd_ < 0) { err = path_ + ": nothing to commit"; return false; }
@@ -241,7 +241,7 @@ bool atomic_file::commit(std::string & err) {
     }
     {
         signals_blocked b;
-        if (g_interrupted) {
+        if (g_signals != signals_at_open_) {
             err = path_ + ": interrupted by a signal";
             discard();
             return false;

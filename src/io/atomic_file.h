@@ -26,6 +26,10 @@ class atomic_file {
     int                 fd() const { return fd_; }
     const std::string & temp_path() const { return tmp_; }
 
+    // true once SIGINT/SIGTERM arrived after open() (the temporary is gone then; the program's
+    // own handler, if any, ran): stop writing, commit will fail.
+    bool interrupted() const;
+
     // fsync, close, rename over the target, fsync the directory. False (temporary removed) when
     // any step fails or a termination signal arrived during the write.
     bool commit(std::string & err);
@@ -34,6 +38,7 @@ class atomic_file {
     std::string path_, tmp_;
     int         fd_   = -1;
     int         slot_ = -1; // in the signal-cleanup registry
+    long        signals_at_open_ = 0;
     void        discard();
 };
 

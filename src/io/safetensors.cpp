@@ -564,6 +564,7 @@ bool write_streamed(const std::string & path, const std::vector<tensor_out> & sp
 
     std::vector<uint8_t> data;
     for (size_t i = 0; i < specs.size(); ++i) {
+        if (out.interrupted()) break; // reported below; no point producing the rest
         data.clear();
         if (!fill(i, data, why)) {
             err = path + ": tensor '" + display_name(specs[i].name) + "': " + why;
@@ -579,6 +580,7 @@ bool write_streamed(const std::string & path, const std::vector<tensor_out> & sp
             return false;
         }
     }
+    if (out.interrupted()) { err = path + ": interrupted by a signal; the previous file (if any) is unchanged"; return false; }
     // The finished file must pass the reader before it may replace anything.
     if (fsync(fd) != 0) { err = path + ": fsync failed: " + errno_text(); return false; }
     std::string rerr;
