@@ -91,7 +91,9 @@ class header_reader : public json::handler {
                 return skip_open();
             case state::skip: return skip_open();
             case state::metadata: return bad("__metadata__ value for key '" + display_name(meta_key_) + "' is not a string");
-            default: return bad("header JSON is not an object");
+            case state::in_shape: return bad_entry("shape entries must be non-negative integers");
+            case state::in_offsets: return bad_entry("\"data_offsets\" must be non-negative integers");
+            default: return bad("unexpected object");
         }
     }
     bool begin_array() override {

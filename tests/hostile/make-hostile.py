@@ -114,6 +114,8 @@ def cases():
     yield "metadata-value-number", st({"__metadata__": {"k": 1}, "a": u8}, ok_data)
     yield "metadata-nested", st({"__metadata__": {"k": {"x": "y"}}, "a": u8}, ok_data)
     yield "name-control-chars", st({"\x1b]0;pwned\x07\x1b[2J": entry("U8", [4], 0, 8)}, ok_data)
+    yield "shape-object", st('{"a":{"dtype":"U8","shape":[{}],"data_offsets":[0,4]}}', ok_data)
+    yield "offsets-nested-array", st('{"a":{"dtype":"U8","shape":[4],"data_offsets":[[0],4]}}', ok_data)
     yield "data-truncated", st({"a": entry("F32", [1024], 0, 4096)}, b"\0" * 100)
     # A valid file whose layout is not a Krea2 model: run refuses the layout; quantize has
     # nothing wrong with it, so it is a run-only case (prefix "run-only-").
