@@ -282,6 +282,25 @@ TEST(IoFiles, FileShrunkAfterOpenIsAnErrorNotSigbus) {
     EXPECT_NE(err.find("outside the tensor"), std::string::npos) << err;
 }
 
+// Empty tensors are copied without a memcpy on null pointers (UB the sanitizer build aborts on).
+TEST(IoFiles, EmptyTensorsReadAndCopy) {
+    tmp_dir           d;
+    const std::string path = d.file("empty.safetensors"), out = d.file("q.safetensors");
+    std::string       err;
+    ASSERT_TRUE(sdio::write(path, {{"e.weight", "F32", {0, 4}, {}}, {"h", "BF16", {0}, {}}, {"u", "U8", {0}, {}}}, {}, err)) << err;
+    auto r = sdio::reader::open(path, err);
+    ASSERT_TRUE(r) << err;
+    std::vector<float> f;
+    EXPECT_TRUE(sdio::read_floats(*r, "e.weight", f, nullptr, err)) << err;
+    EXPECT_TRUE(f.empty());
+    EXPECT_TRUE(sdio::read_floats(*r, "h", f, nullptr, err)) << err;
+    EXPECT_TRUE(r->copy(*r->find("u"), 0, 0, nullptr, err)) << err;
+    EXPECT_TRUE(sdio::quantize_file(path, out, 4, err, nullptr)) << err;
+    auto q = sdio::reader::open(out, err);
+    ASSERT_TRUE(q) << err;
+    EXPECT_EQ(q->tensors().size(), 3u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 14 (writer half): never write what the reader refuses
 
