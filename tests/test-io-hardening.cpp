@@ -373,6 +373,14 @@ TEST(IoOutput, SameFileComparesInodesNotStrings) {
     EXPECT_TRUE(sdio::same_file(d.file("a"), d.file("hard")));
     EXPECT_FALSE(sdio::same_file(d.file("a"), d.file("b")));
     EXPECT_FALSE(sdio::same_file(d.file("a"), d.file("missing")));
+
+    // The quantizer itself refuses to replace its input, whatever the spelling.
+    std::string err;
+    ASSERT_TRUE(sdio::write(d.file("in.st"), {{"m.weight", "F32", {1, 4}, bytes_of(std::vector<float>{1, 2, 3, 4})}}, {}, err));
+    const std::string before = slurp(d.file("in.st"));
+    EXPECT_FALSE(sdio::quantize_file(d.file("in.st"), d.path() + "/./in.st", 4, err, nullptr));
+    EXPECT_NE(err.find("input file itself"), std::string::npos) << err;
+    EXPECT_EQ(slurp(d.file("in.st")), before);
 }
 
 // Runs a streamed write in a child that raises `sig` while filling tensor 2 (of 4): the child must

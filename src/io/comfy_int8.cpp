@@ -1,5 +1,6 @@
 #include "io/comfy_int8.h"
 
+#include "io/atomic_file.h"
 #include "io/json.h"
 
 #include <algorithm>
@@ -242,6 +243,10 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
                    const std::function<void(size_t, size_t)> & progress) {
     if (group != 0 && !is_power_of_4(group)) {
         err = out_path + ": group " + std::to_string(group) + " is not 0 or a power of 4";
+        return false;
+    }
+    if (same_file(in_path, out_path)) { // by device+inode: "./in", hard links
+        err = out_path + ": is the input file itself; refusing to replace it";
         return false;
     }
     std::unique_ptr<reader> r = reader::open(in_path, err);
