@@ -500,7 +500,8 @@ TEST(IoMessages, ControlCharactersInNamesAreEscaped) {
 }
 
 TEST(IoMessages, QuotedStringsAreAlwaysValidJson) {
-    const std::string raw = std::string("ok \"q\" \\ \x01\x7f caf\xc3\xa9 bad:\xff\xc0\xaf\xed\xa0\x80 end", 35);
+    static const char k_raw[] = "ok \"q\" \\ \x01\x7f caf\xc3\xa9 bad:\xff\xc0\xaf\xed\xa0\x80 end";
+    const std::string raw(k_raw, sizeof k_raw - 1);
     std::string       q;
     sdio::json::append_quoted(q, raw);
     EXPECT_EQ(q.find('\x7f'), std::string::npos);
