@@ -31,6 +31,11 @@ const std::string & scratch_dir() {
         std::vector<char> buf(tmpl.begin(), tmpl.end());
         buf.push_back('\0');
         if (!mkdtemp(buf.data())) { perror("mkdtemp"); std::abort(); }
+        // Removed at exit (the targets remove their files); a plain buffer, as the string may be
+        // destroyed before this runs.
+        static char path[4096];
+        std::snprintf(path, sizeof path, "%s", buf.data());
+        std::atexit([] { rmdir(path); });
         return std::string(buf.data());
     }();
     return dir;
