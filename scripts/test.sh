@@ -26,4 +26,5 @@ if ((sanitize)); then
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1200
 fi
+if ((sanitize)); then scripts/test-fuzz.sh; fi # libFuzzer targets of the file readers, ~25 s each (tests/fuzz)
 echo "== all tests passed"

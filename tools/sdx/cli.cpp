@@ -3,6 +3,9 @@
 #include "cli.h"
 #include "interrupt.h"
 
+#include "io/atomic_file.h"
+#include "io/json.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -190,39 +193,40 @@ void progress::finish(const std::string & note) {
 }
 
 void write_file_atomic(const std::string & path, const std::string & text) {
-    const std::string tmp = path + ".tmp." + std::to_string((long) getpid());
-    FILE *            f   = fopen(tmp.c_str(), "wb");
-    if (!f) fail("cannot write " + path + ": " + strerror(errno));
-    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-    const bool closed = fclose(f) == 0;
-    if (!ok || !closed) {
-        remove(tmp.c_str());
-        fail("cannot write " + path + " (disk full?)");
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string e = strerror(errno);
-        remove(tmp.c_str());
-        fail("cannot write " + path + ": " + e);
-    }
+    std::string err;
+    if (!sdio::write_text_atomic(path, text, err)) fail("cannot write " + err);
 }
 
+// The contents of a JSON string literal (no quotes), valid whatever bytes s holds.
 std::string json_escape(const std::string & s) {
-    std::string o;
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') { o += '\\'; o += (char) c; }
-        else if (c < 0x20) o += fmt("\\u%04x", c);
-        else o += (char) c;
-    }
-    return o;
+    std::string q;
+    sdio::json::append_quoted(q, s);
+    return q.substr(1, q.size() - 2);
 }
 
+// Any length: a path or message longer than a fixed buffer must not be cut (it once truncated
+// the bench JSON in the middle of a string).
 std::string fmt(const char * f, ...) {
-    char    buf[1024];
     va_list ap;
     va_start(ap, f);
-    vsnprintf(buf, sizeof buf, f, ap);
+    va_list ap2;
+    va_copy(ap2, ap);
+    char      small[512];
+    const int n = vsnprintf(small, sizeof small, f, ap);
     va_end(ap);
-    return buf;
+    if (n < 0) {
+        va_end(ap2);
+        return std::string();
+    }
+    if ((size_t) n < sizeof small) {
+        va_end(ap2);
+        return std::string(small, (size_t) n);
+    }
+    std::string out((size_t) n + 1, '\0');
+    vsnprintf(&out[0], out.size(), f, ap2);
+    va_end(ap2);
+    out.resize((size_t) n);
+    return out;
 }
 
 std::string human_bytes(size_t n) {

@@ -5,6 +5,8 @@
 #include "interrupt.h"
 #include "memory_check.h"
 
+#include "io/atomic_file.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -53,13 +55,14 @@ struct bench_result {
     int                 fused_steps = 0, ext_steps = 0;
 };
 
-// Fails now rather than after minutes of benchmarking when an output cannot be created.
+// Fails now rather than after minutes of benchmarking when an output cannot be created (the
+// path is a symlink or not a regular file, or its directory is not writable). Creates nothing.
 void check_writable(const std::string & path) {
-    const std::string tmp = path + ".tmp." + std::to_string((long) getpid());
-    FILE *            f   = fopen(tmp.c_str(), "wb");
-    if (!f) fail("cannot write " + path + ": " + strerror(errno));
-    fclose(f);
-    remove(tmp.c_str());
+    std::string err;
+    if (!sdio::check_output_path(path, err)) fail(err);
+    const size_t      slash = path.find_last_of('/');
+    const std::string dir   = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (access(dir.c_str(), W_OK | X_OK) != 0) fail("cannot write " + path + ": directory '" + dir + "': " + strerror(errno));
 }
 
 std::string html_escape(const std::string & s) {
