@@ -8,9 +8,15 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 # libopenblas-dev: the sgemm baseline of bench-ops (optional for the library itself)
 # libdnnl-dev: oneDNN, the s8 matmul baseline of bench-int8 (optional for the library itself)
 # python3-numpy, python3-pip: the Python side of test-io (tests/io_roundtrip.py)
-for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev libdnnl-dev pkg-config; do
+# libvulkan-dev, glslc: the Vulkan backend (GGML_VULKAN builds where both are present)
+# mesa-vulkan-drivers: lavapipe, the CPU Vulkan driver test-vulkan runs on; vulkan-validationlayers:
+#   the Khronos validation layer test-vulkan turns on (any message fails a test)
+for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopenblas-dev libdnnl-dev pkg-config \
+           libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers; do
     have_pkg "$pkg" || need+=("$pkg")
 done
+# clang-14, libclang-rt-14-dev: libFuzzer for scripts/test-fuzz.sh (tests/fuzz)
+for pkg in clang-14 libclang-rt-14-dev; do have_pkg "$pkg" || need+=("$pkg"); done
 
 if ((${#need[@]})); then
     echo "install-deps: installing ${need[*]}"
@@ -33,5 +39,5 @@ if ! python3 -c 'import numpy, safetensors' >/dev/null 2>&1; then
     export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
     python3 -m pip install --quiet numpy safetensors >/dev/null 2>&1 ||
         python3 -m pip install --quiet --break-system-packages numpy safetensors ||
-        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will be skipped" >&2
+        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will fail" >&2
 fi

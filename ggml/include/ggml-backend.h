@@ -250,6 +250,11 @@ GGML_API ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void);
 // wraps caller memory (32-byte aligned; not freed by the buffer)
 GGML_API ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
 
+// Dynamic backend loading (upstream's GGML_BACKEND_DL): our backends are linked in and register
+// themselves, so these load nothing.
+GGML_API void ggml_backend_load_all(void);
+GGML_API void ggml_backend_load_all_from_path(const char * dir_path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,9 @@
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
+#ifdef GGML_USE_VULKAN
+#include "ggml-vulkan.h"
+#endif
 
 #include <algorithm>
 #include <mutex>
@@ -20,6 +23,9 @@ public:
         if (cpu_reg_ != nullptr) {
             add_reg(cpu_reg_);
         }
+#ifdef GGML_USE_VULKAN
+        add_reg(ggml_backend_vk_reg()); // every usable Vulkan device, listed before the CPU
+#endif
     }
 
     void add_reg(ggml_backend_reg_t reg) {

@@ -1,7 +1,10 @@
 #include "io/comfy_int8.h"
 
+#include "io/atomic_file.h"
 #include "io/json.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +19,7 @@ namespace {
 
 constexpr size_t k_max_comfy_quant = 64 * 1024;
 
-std::string where(const reader & r, const std::string & tensor) { return r.path() + ": tensor '" + tensor + "': "; }
+std::string where(const reader & r, const std::string & tensor) { return r.path() + ": tensor '" + display_name(tensor) + "': "; }
 
 bool is_float_dtype(const std::string & d) { return d == "F32" || d == "F16" || d == "BF16"; }
 
@@ -26,18 +29,20 @@ std::string shape_text(const std::vector<int64_t> & s) {
     return t + "]";
 }
 
-void widen(const tensor_view & t, float * out) {
+// Widens t to F32 through reader::copy (chunked), so a file that shrank after it was opened is
+// an error naming the tensor, not a SIGBUS.
+bool widen(const reader & r, const tensor_view & t, float * out, std::string & err) {
     const size_t n = t.nbytes / dtype_size(t.dtype);
-    if (t.dtype == "F32") {
-        std::memcpy(out, t.data, n * 4); // the mapping need not be 4-byte aligned
-        return;
+    if (t.dtype == "F32") return r.copy(t, 0, n * 4, out, err);
+    const bool            bf = t.dtype == "BF16";
+    constexpr size_t      k_chunk = 32768;
+    std::vector<uint16_t> h(std::min(n, k_chunk));
+    for (size_t i0 = 0; i0 < n; i0 += k_chunk) {
+        const size_t m = std::min(k_chunk, n - i0);
+        if (!r.copy(t, 2 * i0, 2 * m, h.data(), err)) return false;
+        for (size_t i = 0; i < m; ++i) out[i0 + i] = bf ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
     }
-    const bool bf = t.dtype == "BF16";
-    for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
-        out[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
-    }
+    return true;
 }
 
 // Everything read_linear learns from a module's comfy_quant configuration.
@@ -180,9 +185,11 @@ bool parse_comfy_quant_tensor(const reader & r, const tensor_view & t, int64_t o
         err = pre + "comfy_quant is " + std::to_string(t.nbytes) + " bytes, over the 64 KiB limit";
         return false;
     }
+    std::string text(t.nbytes, '\0');
+    if (!r.copy(t, 0, t.nbytes, &text[0], err)) return false;
     json::value v;
     std::string jerr;
-    if (!json::parse((const char *) t.data, t.nbytes, v, jerr)) { err = pre + "comfy_quant is not valid JSON: " + jerr; return false; }
+    if (!json::parse(text.data(), text.size(), v, jerr)) { err = pre + "comfy_quant is not valid JSON: " + jerr; return false; }
     std::string why;
     if (!interpret_quant(v, out, in, cfg, why)) { err = pre + why; return false; }
     return true;
@@ -219,7 +226,7 @@ bool read_floats(const reader & r, const std::string & name, std::vector<float> 
     if (!t) { err = where(r, name) + "not found"; return false; }
     if (!is_float_dtype(t->dtype)) { err = where(r, name) + "expected F32, F16 or BF16, got " + t->dtype; return false; }
     out.resize(t->nbytes / dtype_size(t->dtype));
-    widen(*t, out.data());
+    if (!widen(r, *t, out.data(), err)) return false;
     if (shape) *shape = t->shape;
     return true;
 }
@@ -287,7 +294,7 @@ bool read_linear(const reader & r, const std::string & name, linear_module & out
     if (out.int8) {
         if (w->dtype != "I8") { err = where(r, wname) + "comfy_quant format int8_tensorwise requires an I8 weight, got " + w->dtype; return false; }
         out.weight_i8.resize(w->nbytes);
-        if (w->nbytes) std::memcpy(out.weight_i8.data(), w->data, w->nbytes);
+        if (!r.copy(*w, 0, w->nbytes, out.weight_i8.data(), err)) return false;
 
         if (!s) { err = where(r, sname) + "not found (required for an int8_tensorwise weight)"; return false; }
         bool per_tensor = false;
@@ -416,6 +423,10 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
         err = out_path + ": group " + std::to_string(group) + " is not 0 or a power of 4";
         return false;
     }
+    if (same_file(in_path, out_path)) { // by device+inode: "./in", hard links
+        err = out_path + ": is the input file itself; refusing to replace it";
+        return false;
+    }
     std::unique_ptr<reader> r = reader::open(in_path, err);
     if (!r) return false;
     const auto & ts = r->tensors();
@@ -445,6 +456,15 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
             const bool fits = group == 0 || (in >= group && in % group == 0);
             quantize        = fits && !r->find(m + ".weight_scale") && !r->find(m + ".comfy_quant") && !header.layers.count(m);
         }
+        // A module that is already int8 (or claims to be) is copied, but only if read_linear
+        // accepts it: the output must be a file this library can read back as modules.
+        if (!quantize && t.name.size() > suffix && t.name.compare(t.name.size() - suffix, suffix, ".weight") == 0) {
+            const std::string m = t.name.substr(0, t.name.size() - suffix);
+            if (r->find(m + ".comfy_quant") || t.dtype == "I8") {
+                linear_module lm;
+                if (!read_linear(*r, m, lm, err)) return false;
+            }
+        }
         if (!quantize) {
             specs.push_back({t.name, t.dtype, t.shape, {}});
             plans.push_back({kind::copy, k, true});
@@ -470,12 +490,12 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
         const tensor_view & t = ts[p.src];
         switch (p.k) {
             case kind::copy:
-                buf.assign(t.data, t.data + t.nbytes);
-                return true;
+                buf.resize(t.nbytes);
+                return r->copy(t, 0, t.nbytes, buf.data(), why);
             case kind::weight: {
                 const int64_t out = t.shape[0], in = t.shape[1];
                 wf.resize(t.nbytes / dtype_size(t.dtype));
-                widen(t, wf.data());
+                if (!widen(*r, t, wf.data(), why)) return false;
                 for (size_t e = 0; e < wf.size(); ++e) {
                     if (!std::isfinite(wf[e])) {
                         why = "non-finite weight value at row " + std::to_string(e / (size_t) in) + ", column " +
@@ -501,6 +521,15 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
                 return true;
             }
             case kind::scale:
+                // read_linear refuses scales that are not finite and > 0: never write one (the
+                // rotation can push a finite weight near FLT_MAX to inf).
+                for (size_t o = 0; o < scales.size(); ++o) {
+                    if (!std::isfinite(scales[o]) || !(scales[o] > 0.0f)) {
+                        why = "row " + std::to_string(o) + " of '" + display_name(t.name) +
+                              "' quantizes to a scale that is not finite (|weight| too large for the rotation)";
+                        return false;
+                    }
+                }
                 buf.resize(scales.size() * 4);
                 std::memcpy(buf.data(), scales.data(), buf.size()); // little-endian host (x86/ARM)
                 return true;

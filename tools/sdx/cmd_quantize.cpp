@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "io/comfy_int8.h"
+#include "io/atomic_file.h"
 
 #include <cstdio>
 
@@ -43,7 +44,12 @@ int cmd_quantize(int argc, char ** argv) {
         }
     }
     if (files.size() != 2) usage_error("quantize needs IN.safetensors and OUT.safetensors (try 'sdx quantize --help')");
-    if (files[0] == files[1]) usage_error("quantize: IN and OUT are the same file");
+    if (files[0].empty() || files[1].empty()) usage_error("quantize: a file name is empty");
+    // Compared as files (device + inode), not strings: "in.st" and "./in.st" or a hard link are
+    // the same file, and replacing the float original with its quantized copy loses it.
+    if (files[0] == files[1] || sdio::same_file(files[0], files[1])) usage_error("quantize: IN and OUT are the same file");
+    std::string perr;
+    if (!sdio::check_output_path(files[1], perr)) usage_error("quantize: " + perr);
     progress    p("quantize");
     std::string err;
     const bool  ok = krea2::quantize_checkpoint(files[0], files[1], group, err, [&](size_t done, size_t total) {

@@ -133,7 +133,7 @@ void graph_task(int ith, int nth, void * data) {
 int graph_thread_count(const std::vector<ggml_tensor *> & nodes, int n_threads) {
     int wanted = 0;
     for (const ggml_tensor * node : nodes) {
-        if (node->op != GGML_OP_CUSTOM) return n_threads;
+        if (node->op != GGML_OP_CUSTOM && !ggml_op_is_map_custom(node->op)) return n_threads;
         ggml_custom_op_params p;
         memcpy(&p, node->op_params, sizeof(p));
         if (p.n_tasks <= 0) return n_threads; // GGML_N_TASKS_MAX: all threads

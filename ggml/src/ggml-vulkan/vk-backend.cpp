@@ -1,0 +1,126 @@
+// vk-backend.cpp — the Vulkan backend object: graph_compute records every computed node of the
+// graph into one command buffer (vk-commands.cpp) and submits it once; compute is synchronous
+// (the call returns when the device is done), as are tensor transfers.
+
+#include "vk-internal.h"
+
+#include <cstring>
+#include <new>
+
+namespace {
+
+struct vk_backend_ctx {
+    vk_device * dev = nullptr;
+    vk_stream   stream;
+    std::string name;
+};
+
+ggml_guid vk_guid = {{0x3a, 0x91, 0x0c, 0x7e, 0x54, 0x2d, 0x4b, 0x88, 0x9f, 0x13, 0x6a, 0xe2, 0x07, 0xc5, 0xb4, 0x21}};
+
+vk_backend_ctx * ctx_of(ggml_backend_t b) { return static_cast<vk_backend_ctx *>(b->context); }
+
+const char * backend_get_name(ggml_backend_t b) { return ctx_of(b)->name.c_str(); }
+
+void backend_free(ggml_backend_t b) {
+    vk_backend_ctx * ctx = ctx_of(b);
+    vk_stream_destroy(ctx->stream);
+    delete ctx;
+    delete b;
+}
+
+bool node_is_computed(const ggml_tensor * node) {
+    if (ggml_op_is_empty(node->op)) return false;
+    if (!(node->flags & GGML_TENSOR_FLAG_COMPUTE)) return false;
+    return ggml_nelements(node) > 0;
+}
+
+ggml_status backend_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
+    vk_backend_ctx * ctx = ctx_of(b);
+    size_t           max_dispatches = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ggml_tensor * node = g->nodes[i];
+        if (!node_is_computed(node)) continue;
+        if (!vk_op_supported(ctx->dev, node)) {
+            GGML_LOG_ERROR("ggml-vulkan: node %s (%s) is not supported on %s\n", node->name, ggml_op_desc(node),
+                           ctx->dev->name.c_str());
+            return GGML_STATUS_FAILED;
+        }
+        max_dispatches += vk_op_max_dispatches(node);
+    }
+    if (max_dispatches == 0) return GGML_STATUS_SUCCESS;
+    if (!vk_stream_begin(ctx->stream, max_dispatches)) return GGML_STATUS_ALLOC_FAILED;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ggml_tensor * node = g->nodes[i];
+        if (!node_is_computed(node)) continue;
+        if (!vk_op_record(ctx->stream, node)) {
+            vk_stream_submit_wait(ctx->stream); // ends the command buffer; earlier nodes still run
+            return GGML_STATUS_FAILED;
+        }
+    }
+    const VkResult r = vk_stream_submit_wait(ctx->stream);
+    if (r != VK_SUCCESS) {
+        vk_check_failed(r, "graph submit");
+        return GGML_STATUS_FAILED;
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+const ggml_backend_i backend_iface = {
+    /* .get_name         = */ backend_get_name,
+    /* .free             = */ backend_free,
+    /* .set_tensor_async = */ nullptr,
+    /* .get_tensor_async = */ nullptr,
+    /* .cpy_tensor_async = */ nullptr,
+    /* .synchronize      = */ nullptr,
+    /* .graph_compute    = */ backend_graph_compute,
+    /* .event_record     = */ nullptr,
+    /* .event_wait       = */ nullptr,
+};
+
+} // namespace
+
+ggml_backend_t vk_backend_new(vk_device * dev) {
+    if (!dev || !vk_device_ready(dev)) return nullptr;
+    auto * ctx = new (std::nothrow) vk_backend_ctx();
+    if (!ctx) return nullptr;
+    ctx->dev  = dev;
+    ctx->name = dev->name;
+    if (!vk_stream_init(ctx->stream, dev)) {
+        vk_stream_destroy(ctx->stream);
+        delete ctx;
+        return nullptr;
+    }
+    auto * b = new (std::nothrow) ggml_backend();
+    if (!b) {
+        vk_stream_destroy(ctx->stream);
+        delete ctx;
+        return nullptr;
+    }
+    b->guid    = &vk_guid;
+    b->iface   = backend_iface;
+    b->device  = &dev->gdev;
+    b->context = ctx;
+    return b;
+}
+
+extern "C" {
+
+ggml_backend_t ggml_backend_vk_init(size_t dev_num) { return vk_backend_new(vk_get_device(dev_num)); }
+
+bool ggml_backend_is_vk(ggml_backend_t backend) {
+    return backend && backend->guid && memcmp(backend->guid->bytes, vk_guid.bytes, sizeof(vk_guid.bytes)) == 0;
+}
+
+void ggml_backend_vk_get_graph_stats(ggml_backend_t backend, size_t * dispatches, size_t * barriers) {
+    GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
+    const vk_stream & s = ctx_of(backend)->stream;
+    if (dispatches) *dispatches = s.n_dispatches;
+    if (barriers) *barriers = s.n_barriers;
+}
+
+void ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool plain) {
+    GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
+    ctx_of(backend)->stream.plain_mul_mat = plain;
+}
+
+} // extern "C"

@@ -1,0 +1,101 @@
+// test-sdx-vulkan.cpp — `sdx --device vulkan`: the Krea2 stack on the Vulkan device (lavapipe in
+// CI) with the CPU as fallback, its deviation from native F32 on the CPU, and clear errors for
+// devices that do not exist. Runs the sdx binary (SDX_BIN) like a user would.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+struct tool_result {
+    int         rc;
+    std::string out, err;
+};
+
+std::string slurp(const std::string & p) {
+    std::ifstream     f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+tool_result sdx(const std::string & args) {
+    const std::string base = ::testing::TempDir() + "sdx-vk-test-" + std::to_string((long) getpid());
+    const std::string cmd  = std::string("'") + SDX_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
+    const int         st   = std::system(cmd.c_str());
+    tool_result       r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(base + ".out"), slurp(base + ".err")};
+    std::remove((base + ".out").c_str());
+    std::remove((base + ".err").c_str());
+    // the ctest entry sets GGML_VK_VALIDATE=1: any validation message is a failure
+    EXPECT_EQ(r.err.find("vulkan validation"), std::string::npos) << r.err;
+    return r;
+}
+
+// "check: relative RMS deviation from native F32: A of the output, B of the stack's update"
+bool deviation(const std::string & out, double & of_output, double & of_update) {
+    std::smatch m;
+    const std::regex re("deviation from native F32: ([0-9.e+-]+) of the output, ([0-9.e+-]+) of the stack");
+    if (!std::regex_search(out, m, re)) return false;
+    of_output = std::stod(m[1]);
+    of_update = std::stod(m[2]);
+    return true;
+}
+
+const char * const SMALL = "--hidden 512 --heads 4 --kv-heads 1 --mlp 1024 --tokens 128 --blocks 1";
+
+TEST(SdxVulkan, RunF32OnVulkanMatchesCpu) {
+    const tool_result r = sdx(std::string("run --device vulkan --dtype f32 ") + SMALL);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("device: vulkan"), std::string::npos) << r.out;
+    double o = 0, u = 0;
+    ASSERT_TRUE(deviation(r.out, o, u)) << r.out;
+    // F32 on both devices: only summation order and transcendental rounding differ
+    EXPECT_LT(u, 5e-3) << r.out;
+    EXPECT_GT(u, 0.0) << "identical bits: did anything run on Vulkan?\n" << r.out;
+}
+
+TEST(SdxVulkan, RunBf16OnVulkan) {
+    const tool_result r = sdx(std::string("run --device vulkan --dtype bf16 ") + SMALL);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    double o = 0, u = 0;
+    ASSERT_TRUE(deviation(r.out, o, u)) << r.out;
+    EXPECT_LT(u, 2e-2) << r.out; // BF16 weights
+}
+
+TEST(SdxVulkan, Int8FallsBackToCpu) {
+    const tool_result r = sdx(std::string("run --device vulkan --dtype int8 ") + SMALL);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    double o = 0, u = 0;
+    ASSERT_TRUE(deviation(r.out, o, u)) << r.out;
+    EXPECT_LT(u, 1e-1) << r.out; // INT8 ConvRot weights
+}
+
+TEST(SdxVulkan, InspectShowsBothDevices) {
+    // inspect plans with the sd.rope_apply extension node, which has no Vulkan kernel yet
+    const tool_result r = sdx(std::string("inspect --device vulkan --dtype f32 ") + SMALL);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("MUL_MAT +b0.wq +Vulkan0"))) << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("sd.rope_apply.v1 +b0.q_rope +CPU"))) << r.out;
+}
+
+TEST(SdxVulkan, MissingDeviceIsAClearError) {
+    tool_result r = sdx(std::string("run --device vulkan:99 ") + SMALL);
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("no such Vulkan device"), std::string::npos) << r.err;
+    r = sdx(std::string("run --device tpu ") + SMALL);
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("not one of cpu, vulkan"), std::string::npos) << r.err;
+    r = sdx(std::string("run --device vulkan:x ") + SMALL);
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("not a device index"), std::string::npos) << r.err;
+}
+
+} // namespace
