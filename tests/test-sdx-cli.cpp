@@ -283,6 +283,17 @@ TEST(SdxCli, AbsurdSizeFailsFastWithSizes) {
     EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+TEST(SdxCli, IssueCaseRefusedBeforeAllocating) {
+    // issue 15 item 18: passed the old weights-only check and was OOM-killed after 81 s on a
+    // machine with 22.9 GiB available (the budget is fixed by the hook, so any machine reproduces it)
+    const proc_result r = run_sdx({"run", "--dtype", "f32", "--blocks", "13", "--tokens", "16384", "--no-check"},
+                                  {"SDX_TEST_MEM_AVAILABLE=24588000000"});
+    expect_one_line_error(r, 1, "13 f32 blocks x 16384 tokens");
+    for (const char * s : {"needs 25.", "f32 weights 21.03 GiB", "compute buffer", "22.90 GiB available", "try --tokens ", " or --blocks "})
+        EXPECT_NE(r.err.find(s), std::string::npos) << s << " missing: " << r.err;
+    EXPECT_LT(r.maxrss_kb, SMALL_RSS_KB) << "the pre-check touched memory";
+}
+
 TEST(SdxCli, NotEnoughMemorySaysWhatFits) {
     // with a fixed budget (test hook) the outcome does not depend on this machine
     const std::vector<std::string> base = {"run", "--hidden", "1024", "--heads", "8", "--kv-heads", "2", "--mlp", "4096",
