@@ -242,6 +242,13 @@ TEST_F(VulkanTest, DeviceToDeviceTensorCopy) {
     for (size_t i = 0; i < v.size(); i++) v[i] = (uint16_t) (i * 31 + 5);
     ggml_backend_tensor_set(a, v.data(), 0, ggml_nbytes(a));
     ggml_backend_tensor_memset(b, 0xAB, 0, ggml_nbytes(b));
+    ggml_backend_tensor_memset(b, 0x12, 2, 4); // unaligned range: through the host
+    ggml_backend_tensor_get(b, out.data(), 0, ggml_nbytes(b));
+    EXPECT_EQ(out[0], 0xABABu);
+    EXPECT_EQ(out[1], 0x1212u);
+    EXPECT_EQ(out[2], 0x1212u);
+    EXPECT_EQ(out[3], 0xABABu);
+    EXPECT_EQ(out[33 * 7 - 1], 0xABABu);
     ggml_backend_tensor_copy(a, b);
     ggml_backend_tensor_get(b, out.data(), 0, ggml_nbytes(b));
     EXPECT_EQ(out, v);
