@@ -50,10 +50,12 @@ struct options {
     int         group   = 256;
     std::string path;
     double      min_time_s = 1.0;
+    bool        quant_only = false;
 };
 
 void usage(const char * argv0) {
     printf("usage: %s [--smoke] [--json] [--threads N] [--group G] [--path portable|vnni|amx] [--min-time S]\n"
+           "          [--quantize-only]\n"
            "\n"
            "Times the INT8 linear from F32 activations (rotation + quantization included) and from packed\n"
            "activations against our F32 mul_mat of the same shape, in the same run.\n"
@@ -61,9 +63,11 @@ void usage(const char * argv0) {
            "  --smoke       tiny shapes, one repetition (checks that everything runs)\n"
            "  --json        also print one JSON object per result\n"
            "  --threads N   CPU threads (default: all online CPUs)\n"
-           "  --group G     ConvRot group for the F32-activation case (default 256)\n"
+           "  --group G     ConvRot group for the F32-activation case (default 256; a power of 4)\n"
            "  --path P      force a kernel path (default: best available)\n"
-           "  --min-time S  time each case for at least S seconds (default 1)\n",
+           "  --min-time S  time each case for at least S seconds (default 1)\n"
+           "  --quantize-only  only the ConvRot quantizer section: each power-of-4 group dividing K\n"
+           "                against group 256 on the same shape, in the same run\n",
            argv0);
 }
 
@@ -75,11 +79,16 @@ bool parse_args(int argc, char ** argv, options & o) {
             exit(0);
         }
         if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) ||
-            r.int_opt("--threads", 1, GGML_MAX_N_THREADS, o.threads) || r.int_opt("--group", 1, 256, o.group) ||
-            r.string_opt("--path", o.path) || r.double_opt("--min-time", 0, 600, o.min_time_s)) {
+            r.int_opt("--threads", 1, GGML_MAX_N_THREADS, o.threads) || r.int_opt("--group", 1, 1 << 30, o.group) ||
+            r.string_opt("--path", o.path) || r.double_opt("--min-time", 0, 600, o.min_time_s) ||
+            r.flag("--quantize-only", o.quant_only)) {
             continue;
         }
         return r.unknown();
+    }
+    if (r.ok() && ((o.group & (o.group - 1)) != 0 || (o.group & 0x55555555) == 0)) {
+        fprintf(stderr, "bench-int8: --group must be a power of 4 (1, 4, 16, ..., 4^15), got %d\n", o.group);
+        return false;
     }
     return r.ok();
 }
@@ -124,6 +133,112 @@ void print_json_vs_onednn(const bench::row & r, const char * od_name, const benc
     fflush(stdout);
 }
 
+// The ConvRot quantizer alone (sd.quantize_i8_convrot.v1, rotation + per-row quantization): per
+// shape, every power-of-4 group from 256 up to K that divides K, each against group 256 on the
+// same shape in the same run (ratio < 1: that group is slower than 256). Work is counted as the
+// bytes read and written (4 + 1 per value). The row kernel alone is also timed on this thread
+// over 64 rows per repetition: short repetitions whose best is little disturbed by other
+// processes on a shared machine. Returns the number of failed cases.
+int bench_quantize(ggml_backend_t be, const options & o, int min_reps, int max_reps) {
+    struct qshape {
+        int64_t K, rows;
+    };
+    // 3072 and 16384: widths of real Krea2 linears (groups 1024 and 16384 in converted files)
+    const std::vector<qshape> shapes = o.smoke ? std::vector<qshape>{{1024, 5}, {4096, 3}}
+                                               : std::vector<qshape>{{3072, 1024}, {12288, 1024}, {16384, 1024}};
+    int failures = 0;
+    for (const qshape & s : shapes) {
+        char shape_s[64];
+        snprintf(shape_s, sizeof shape_s, "K%lld rows%lld", (long long) s.K, (long long) s.rows);
+        ggml_init_params ip  = {2 * ggml_tensor_overhead(), nullptr, true};
+        ggml_context *   cin = ggml_init(ip);
+        ggml_tensor *    x   = ggml_new_tensor_2d(cin, GGML_TYPE_F32, s.K, s.rows);
+        ggml_backend_buffer_t bin = ggml_backend_alloc_ctx_tensors(cin, be);
+        if (!bin) {
+            fprintf(stderr, "bench-int8: cannot allocate %s\n", shape_s);
+            return failures + 1;
+        }
+        {
+            std::mt19937                    rng(7);
+            std::normal_distribution<float> nd(0.0f, 1.0f);
+            std::vector<float>              xv((size_t) (s.K * s.rows));
+            for (auto & v : xv) v = nd(rng);
+            upload(x, xv);
+        }
+        bench::timing       base, base_row;
+        const int64_t       krows = std::min<int64_t>(64, s.rows);
+        std::vector<float>  xr((size_t) (s.K * krows));
+        std::vector<int8_t> qr(xr.size());
+        ggml_backend_tensor_get(x, xr.data(), 0, xr.size() * sizeof(float));
+        const bool portable = sd_int8::resolve_path() == sd_int8::path::portable;
+        for (int64_t G = 256; G <= s.K; G *= 4) {
+            if (s.K % G != 0) continue;
+            ggml_init_params gp = {4 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(), nullptr, true};
+            ggml_context *   cg = ggml_init(gp);
+            ggml_tensor *    q  = ggml_quantize_i8_convrot(cg, x, (int) G);
+            bench::row       r;
+            r.op       = "quantize_i8 G" + std::to_string(G);
+            r.shape    = shape_s;
+            r.work     = 5.0 * (double) s.K * (double) s.rows;
+            r.is_bytes = true;
+            if (!q) {
+                printf("%-22s %-30s rejected: %s\n", r.op.c_str(), shape_s, ggml_ext_last_error());
+                ++failures;
+                ggml_free(cg);
+                continue;
+            }
+            ggml_cgraph * g = ggml_new_graph(cg);
+            ggml_build_forward_expand(g, q);
+            {
+                sched_run sr(be, g);
+                if (!sr.ok || !sr.run()) {
+                    printf("%-22s %-30s graph failed\n", r.op.c_str(), shape_s);
+                    ++failures;
+                } else {
+                    r.t = bench::time_it([&] { sr.run(); }, min_reps, o.min_time_s, max_reps);
+                    if (G == 256) base = r.t;
+                    r.baseline = "quantize_i8 G256";
+                    r.base     = base;
+                    bench::print_row(r);
+                    if (o.json) bench::print_json(r);
+                }
+            }
+            {
+                bench::row rr;
+                rr.op       = "quantize_row G" + std::to_string(G);
+                rr.shape    = "K" + std::to_string(s.K) + " rows" + std::to_string(krows) + " 1 thread";
+                rr.work     = 5.0 * (double) s.K * (double) krows;
+                rr.is_bytes = true;
+                if (!sd_int8::reserve_quantize_scratch(s.K, (int) G)) {
+                    printf("%-22s out of memory\n", rr.op.c_str());
+                    ++failures;
+                } else {
+                    rr.t = bench::time_it(
+                        [&] {
+                            for (int64_t r = 0; r < krows; ++r) {
+                                int32_t rs;
+                                const float * xs = xr.data() + r * s.K;
+                                int8_t *      qs = qr.data() + r * s.K;
+                                if (portable) sd_int8::quantize_row_portable(xs, s.K, (int) G, qs, &rs);
+                                else sd_int8::quantize_row_avx512(xs, s.K, (int) G, qs, &rs);
+                            }
+                        },
+                        min_reps, o.min_time_s, o.smoke ? 1 : 100000);
+                    if (G == 256) base_row = rr.t;
+                    rr.baseline = "quantize_row G256";
+                    rr.base     = base_row;
+                    bench::print_row(rr);
+                    if (o.json) bench::print_json(rr);
+                }
+            }
+            ggml_free(cg);
+        }
+        ggml_backend_buffer_free(bin);
+        ggml_free(cin);
+    }
+    return failures;
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {
@@ -132,9 +247,12 @@ int main(int argc, char ** argv) {
     if (o.smoke) o.min_time_s = 0;
     if (!o.path.empty()) setenv("SD_INT8_PATH", o.path.c_str(), 1);
 
-    sd_ggml_register_extensions();
     ggml_backend_t be = ggml_backend_cpu_init();
-    sd_cpu_register_int8(ggml_backend_get_device(be));
+    if (!sd_ggml_register_extensions() || !sd_cpu_register_int8(ggml_backend_get_device(be))) {
+        fprintf(stderr, "bench-int8: the sd INT8 kernels could not be registered\n");
+        ggml_backend_free(be);
+        return 1;
+    }
     if (o.threads > 0) ggml_backend_cpu_set_n_threads(be, o.threads);
     const int n_threads = ggml_backend_cpu_get_n_threads(be);
 
@@ -147,15 +265,19 @@ int main(int argc, char ** argv) {
 #endif
     if (!o.smoke && !bench::wait_idle()) printf("warning: the machine stayed busy; timings are noisy\n");
     bench::print_table_header();
+    const int min_reps = o.smoke ? 1 : 3;
+    const int max_reps = o.smoke ? 1 : 1000;
+    int       failures = bench_quantize(be, o, min_reps, max_reps);
+    if (o.quant_only) {
+        ggml_backend_free(be);
+        return failures ? 1 : 0;
+    }
 
     const std::vector<shape> shapes = o.smoke ? std::vector<shape>{{64, 48, 16}, {100, 37, 9}}
                                               : std::vector<shape>{{3072, 3072, 1024},
                                                                    {3072, 12288, 1024},
                                                                    {12288, 3072, 1024},
                                                                    {6144, 16384, 1024}};
-    const int min_reps = o.smoke ? 1 : 3;
-    const int max_reps = o.smoke ? 1 : 1000;
-    int       failures = 0;
     struct summary {
         std::string    shape;
         bench::timing  f32_act, packed, f32;

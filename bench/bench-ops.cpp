@@ -32,7 +32,8 @@
 namespace {
 
 struct options {
-    bool        smoke   = false;
+    bool        smoke     = false;
+    bool        calibrate = false;
     bool        json    = false;
     int         threads = 0; // 0: backend default
     std::string filter;
@@ -40,7 +41,7 @@ struct options {
 };
 
 void usage(const char * argv0) {
-    printf("usage: %s [--smoke] [--json] [--threads N] [--filter TEXT] [--min-time SECONDS]\n"
+    printf("usage: %s [--smoke] [--json] [--threads N] [--filter TEXT] [--min-time SECONDS] [--calibrate]\n"
            "\n"
            "Times single ops on the CPU backend at DiT workload sizes and prints a table with best and\n"
            "median times and a ratio against a baseline measured in the same run (memcpy of the same\n"
@@ -50,7 +51,13 @@ void usage(const char * argv0) {
            "  --json          also print one JSON object per result\n"
            "  --threads N     CPU threads (default: all online CPUs)\n"
            "  --filter TEXT   only ops whose name contains TEXT\n"
-           "  --min-time S    time each op for at least S seconds (default 1)\n",
+           "  --min-time S    time each op for at least S seconds (default 1)\n"
+           "  --calibrate     time each op family with interchangeable kernels (BF16 mul_mat, flash\n"
+           "                  attention) with every kernel this CPU can run, and print the kernel-table\n"
+           "                  row for this CPU (ggml/src/ggml-cpu/kernel-choice.cpp)\n"
+           "\n"
+           "Every row names the kernel that produced it (last column); GGML_CPU_KERNEL=... overrides\n"
+           "the table's choice (see ggml-cpu.h, ggml_cpu_set_kernel_override).\n",
            argv0);
 }
 
@@ -61,7 +68,7 @@ bool parse_args(int argc, char ** argv, options & o) {
             usage(argv[0]);
             exit(0);
         }
-        if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) ||
+        if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) || r.flag("--calibrate", o.calibrate) ||
             r.int_opt("--threads", 1, GGML_MAX_N_THREADS, o.threads) || r.string_opt("--filter", o.filter) ||
             r.double_opt("--min-time", 0, 600, o.min_time_s)) {
             continue;
@@ -79,7 +86,8 @@ struct op_case {
     std::function<ggml_tensor *(ggml_context *, const std::function<ggml_tensor *(ggml_tensor *)> & input)> build;
     enum kind { MEMORY, GEMM } k = MEMORY;
     double      flops            = 0;
-    std::string gemm_f32_key; // for F16/BF16 GEMMs: the F32 case to compare with
+    std::string compare_key;   // name + shape of an earlier case to compare with (a second row)
+    std::string compare_label; // what that comparison is, e.g. "our mul_mat_f32"
     int64_t     blas_K = 0, blas_N = 0, blas_M = 0; // mul_mat cases: shape for the OpenBLAS baseline
 };
 
@@ -180,7 +188,10 @@ std::vector<op_case> make_cases(bool smoke) {
             c.blas_K = g.K;
             c.blas_N = g.N;
             c.blas_M = g.M;
-            if (wt != GGML_TYPE_F32) c.gemm_f32_key = std::string("mul_mat_f32") + c.shape;
+            if (wt != GGML_TYPE_F32) {
+                c.compare_key   = std::string("mul_mat_f32") + c.shape;
+                c.compare_label = "our mul_mat_f32";
+            }
             c.build = [g, wt](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
                 ggml_tensor * w = input(ggml_new_tensor_2d(ctx, wt, g.K, g.N));
                 ggml_tensor * x = input(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, g.K, g.M));
@@ -190,19 +201,80 @@ std::vector<op_case> make_cases(bool smoke) {
         }
     }
 
+    // conv_2d at the SD VAE decoder's widest shape (512 -> 512 channels, 3x3, 128x128): upstream's
+    // composition (im2col + our mul_mat, the whole im2col matrix materialised) against
+    // conv_2d_direct (im2col tiles fed to the same GEMM); OpenBLAS sgemm of the im2col matrix
+    // (im2col time not included) is the GEMM baseline.
     {
-        op_case c;
-        c.name  = "flash_attn_ext_f16kv";
-        c.shape = "D,tokens,heads=" + std::to_string(hd) + "," + std::to_string(tokens) + "," + std::to_string(heads);
-        c.k     = op_case::GEMM;
-        c.flops = 4.0 * hd * tokens * tokens * heads;
-        c.build = [=](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
-            ggml_tensor * q = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, tokens, heads));
-            ggml_tensor * k = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F16, hd, tokens, heads));
-            ggml_tensor * v = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F16, hd, tokens, heads));
-            return ggml_flash_attn_ext(ctx, q, k, v, nullptr, 1.0f / std::sqrt((float) hd), 0.0f, 0.0f);
+        const int64_t W = smoke ? 16 : 128, C = smoke ? 8 : 512, OC = smoke ? 8 : 512;
+        const int64_t K = 9 * C, P = W * W;
+        const std::string shape = "K,OC,pixels=" + std::to_string(K) + "," + std::to_string(OC) + "," + std::to_string(P);
+        const std::string f32_key = std::string("conv_2d_im2col_mm_f32") + shape;
+        struct variant { const char * name; bool direct; ggml_type kt; };
+        for (variant v : {variant{"conv_2d_im2col_mm_f32", false, GGML_TYPE_F32}, variant{"conv_2d_im2col_mm_f16", false, GGML_TYPE_F16},
+                          variant{"conv_2d_direct_f32", true, GGML_TYPE_F32}, variant{"conv_2d_direct_f16", true, GGML_TYPE_F16}}) {
+            op_case c;
+            c.name   = v.name;
+            c.shape  = shape;
+            c.k      = op_case::GEMM;
+            c.flops  = 2.0 * K * OC * P;
+            c.blas_K = K;
+            c.blas_N = OC;
+            c.blas_M = P;
+            if (c.name != "conv_2d_im2col_mm_f32") {
+                c.compare_key   = f32_key;
+                c.compare_label = "im2col+mul_mat f32";
+            }
+            c.build = [=](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
+                ggml_tensor * k = input(ggml_new_tensor_4d(ctx, v.kt, 3, 3, C, OC));
+                ggml_tensor * x = input(ggml_new_tensor_4d(ctx, GGML_TYPE_F32, W, W, C, 1));
+                return v.direct ? ggml_conv_2d_direct(ctx, k, x, 1, 1, 1, 1, 1, 1) : ggml_conv_2d(ctx, k, x, 1, 1, 1, 1, 1, 1);
+            };
+            cases.push_back(c);
+        }
+    }
+
+    // Attention at the DiT shape: the unfused chain (the model's fallback: mul_mat, soft_max,
+    // mul_mat on the transposed V, as in src/core/attention.cpp) first, then flash attention
+    // compared with it, for F16, BF16 and F32 K/V; F16 once more with GGML_PREC_F32 (what the
+    // Krea2 model requests)
+    const std::string attn_shape =
+        "D,tokens,heads=" + std::to_string(hd) + "," + std::to_string(tokens) + "," + std::to_string(heads);
+    for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
+        const std::string kvs = std::string(ggml_type_name(kv)) + "kv";
+        op_case chain;
+        chain.name  = "attn_unfused_" + kvs;
+        chain.shape = attn_shape;
+        chain.k     = op_case::GEMM;
+        chain.flops = 4.0 * hd * tokens * tokens * heads;
+        chain.build = [=](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
+            ggml_tensor * q  = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, tokens, heads));
+            ggml_tensor * k  = input(ggml_new_tensor_3d(ctx, kv, hd, tokens, heads));
+            ggml_tensor * v  = input(ggml_new_tensor_3d(ctx, kv, hd, tokens, heads));
+            ggml_tensor * kq = ggml_soft_max_ext(ctx, ggml_mul_mat(ctx, k, q), nullptr, 1.0f / std::sqrt((float) hd), 0.0f);
+            ggml_tensor * vt = ggml_cont(ctx, ggml_permute(ctx, v, 1, 0, 2, 3));
+            return ggml_cont(ctx, ggml_permute(ctx, ggml_mul_mat(ctx, vt, kq), 0, 2, 1, 3));
         };
-        cases.push_back(c);
+        cases.push_back(chain);
+        for (ggml_prec prec : {GGML_PREC_DEFAULT, GGML_PREC_F32}) {
+            if (prec == GGML_PREC_F32 && kv != GGML_TYPE_F16) continue;
+            op_case c;
+            c.name          = "flash_attn_ext_" + kvs + (prec == GGML_PREC_F32 ? "_precf32" : "");
+            c.shape         = attn_shape;
+            c.k             = op_case::GEMM;
+            c.flops         = chain.flops;
+            c.compare_key   = chain.name + chain.shape;
+            c.compare_label = "unfused chain";
+            c.build = [=](ggml_context * ctx, const std::function<ggml_tensor *(ggml_tensor *)> & input) {
+                ggml_tensor * q = input(ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, tokens, heads));
+                ggml_tensor * k = input(ggml_new_tensor_3d(ctx, kv, hd, tokens, heads));
+                ggml_tensor * v = input(ggml_new_tensor_3d(ctx, kv, hd, tokens, heads));
+                ggml_tensor * o = ggml_flash_attn_ext(ctx, q, k, v, nullptr, 1.0f / std::sqrt((float) hd), 0.0f, 0.0f);
+                ggml_flash_attn_ext_set_prec(o, prec);
+                return o;
+            };
+            cases.push_back(c);
+        }
     }
 
     // Memory-bound ops over one [hidden, L] activation, at two token counts: L = 1024 (24 MiB in +
@@ -258,6 +330,119 @@ std::vector<op_case> make_cases(bool smoke) {
     return cases;
 }
 
+
+// Which kernels ran the node's MUL_MAT / FLASH_ATTN_EXT nodes ("+"-joined, in graph order).
+std::string kernels_of(ggml_backend_t backend, ggml_cgraph * gf) {
+    std::string s;
+    for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) {
+        ggml_tensor * n = ggml_graph_node(gf, i);
+        if (n->op != GGML_OP_MUL_MAT && n->op != GGML_OP_FLASH_ATTN_EXT) continue;
+        const std::string k = std::string(ggml_op_name(n->op)) + ": " + ggml_backend_cpu_node_kernel(backend, n);
+        if (s.find(k) == std::string::npos) s += (s.empty() ? "" : " + ") + k;
+    }
+    return s;
+}
+
+// Builds a case's graph, fills its inputs and times it; r gets op, shape, timing and kernel.
+bool time_case(ggml_backend_t backend, const op_case & c, const options & o, std::mt19937 & rng, bench::row & r) {
+    ggml_init_params ip = {ggml_tensor_overhead() * 16 + ggml_graph_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    std::vector<ggml_tensor *> inputs;
+    auto          input = [&](ggml_tensor * t) { inputs.push_back(t); return t; };
+    ggml_tensor * out   = c.build(ctx, input);
+    ggml_cgraph * gf    = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+
+    // inputs live in their own buffer (like weights), the graph in a compute buffer
+    ggml_backend_buffer_t in_buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ggml_gallocr_t        galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
+    bool                  ok     = in_buf && ggml_gallocr_alloc_graph(galloc, gf);
+    if (!ok) {
+        fprintf(stderr, "bench-ops: %s: out of memory allocating the graph\n", c.name.c_str());
+    } else {
+        for (ggml_tensor * t : inputs) fill_random(t, rng);
+        r.op     = c.name;
+        r.shape  = c.shape;
+        r.kernel = kernels_of(backend, gf);
+        auto run = [&] { ok = ok && ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS; };
+        r.t      = bench::time_it(run, o.smoke ? 1 : 3, o.min_time_s, o.smoke ? 1 : 1000);
+        if (!ok) fprintf(stderr, "bench-ops: %s: graph compute failed\n", c.name.c_str());
+        if (c.k == op_case::GEMM) {
+            r.work = c.flops;
+        } else {
+            size_t bytes = ggml_nbytes(out);
+            for (ggml_tensor * t : inputs) bytes += ggml_nbytes(t);
+            r.work     = (double) bytes;
+            r.is_bytes = true;
+        }
+    }
+    ggml_gallocr_free(galloc);
+    if (in_buf) ggml_backend_buffer_free(in_buf);
+    ggml_free(ctx);
+    return ok;
+}
+
+// --calibrate: every op family with interchangeable kernels, timed with each kernel this CPU can
+// run at the DiT shapes; prints the comparison and the kernel-table row for this CPU. A kernel
+// other than f32fma is chosen only where it is at least 5% faster (median) on EVERY shape of its
+// family, so a row never makes an op slower than the exact F32 path anywhere it was measured.
+int calibrate(ggml_backend_t backend, const options & o) {
+    std::vector<std::string> kernels = {"f32fma"};
+    if (ggml_cpu_has_avx512_bf16()) kernels.push_back("bf16dot");
+    if (!ggml_cpu_has_avx512()) {
+        printf("bench-ops --calibrate: no AVX-512 on this CPU: the portable kernels run every op, nothing to choose\n");
+        return 0;
+    }
+    struct family {
+        const char *             name;
+        std::vector<std::string> cases; // case names timed for this family
+        std::string              chosen = "f32fma";
+    };
+    std::vector<family> fams = {{"mul_mat_bf16", {"mul_mat_bf16"}}, {"flash_attn", {"flash_attn_ext_f16kv", "flash_attn_ext_bf16kv"}}};
+    const std::vector<op_case> cases = make_cases(o.smoke);
+    std::mt19937               rng(42);
+    for (family & f : fams) {
+        bool all_faster = kernels.size() > 1;
+        for (const op_case & c : cases) {
+            bool mine = false;
+            for (const std::string & n : f.cases) mine = mine || c.name == n;
+            if (!mine) continue;
+            std::vector<bench::row> rows;
+            for (const std::string & k : kernels) {
+                if (!ggml_cpu_set_kernel_override((std::string(f.name) + "=" + k).c_str())) return 1;
+                bench::row r;
+                if (!time_case(backend, c, o, rng, r)) return 1;
+                if (!rows.empty()) {
+                    r.baseline = "f32fma";
+                    r.base     = rows.front().t;
+                }
+                bench::print_row(r);
+                if (o.json) bench::print_json(r);
+                rows.push_back(r);
+            }
+            for (size_t i = 1; i < rows.size(); ++i) {
+                const double med = rows[0].t.median_s / rows[i].t.median_s, best = rows[0].t.best_s / rows[i].t.best_s;
+                printf("calibrate: %s %s: %s vs f32fma: %.2fx median, %.2fx best\n", f.name, c.shape.c_str(),
+                       kernels[i].c_str(), med, best);
+                all_faster = all_faster && med >= 1.05;
+            }
+        }
+        if (all_faster) f.chosen = kernels[1];
+        ggml_cpu_set_kernel_override(nullptr);
+    }
+    char     vendor[13];
+    unsigned family_id = 0, model = 0;
+    bool     bf16 = false, amx = false;
+    ggml_cpu_get_identity(vendor, &family_id, &model, &bf16, &amx);
+    printf("calibrate: CPU %s (%s family 0x%x model 0x%x, AVX512_BF16 %d, AMX-BF16 %d), %d threads; table row now: %s\n",
+           ggml_cpu_model_name(), vendor, family_id, model, (int) bf16, (int) amx, ggml_backend_cpu_get_n_threads(backend),
+           ggml_cpu_kernel_table_row());
+    printf("calibrate: kernel-table row for this CPU (ggml/src/ggml-cpu/kernel-choice.cpp, k_table):\n");
+    printf("    {\"%s\", \"%s\", 0x%x, %s, %d, {ggml_cpu_kernel::%s, ggml_cpu_kernel::%s}},\n", ggml_cpu_model_name(),
+           vendor, family_id, bf16 ? "true" : "false", (int) amx, fams[0].chosen.c_str(), fams[1].chosen.c_str());
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {
@@ -274,8 +459,17 @@ int main(int argc, char ** argv) {
     const int n_threads = ggml_backend_cpu_get_n_threads(backend);
 
     printf("bench-ops: CPU backend, %d threads%s\n", n_threads, o.smoke ? ", smoke sizes" : "");
+    printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", ggml_cpu_model_name(),
+           ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
+           getenv("GGML_CPU_KERNEL") && *getenv("GGML_CPU_KERNEL") ? " (GGML_CPU_KERNEL set)" : "");
     if (!o.smoke && !bench::wait_idle()) {
         printf("bench-ops: note: the machine stayed busy for 60 s; timings below share the CPU with other work\n");
+    }
+    if (o.calibrate) {
+        bench::print_table_header();
+        const int rc = calibrate(backend, o);
+        ggml_backend_free(backend);
+        return rc;
     }
 #ifdef BENCH_HAVE_OPENBLAS
     openblas_set_num_threads(n_threads);
@@ -284,12 +478,13 @@ int main(int argc, char ** argv) {
     printf("bench-ops: GEMM baseline: OpenBLAS not found at configure time; no sgemm baseline "
            "(install libopenblas-dev and reconfigure)\n");
 #endif
+    printf("bench-ops: the last column names the kernel of each MUL_MAT / FLASH_ATTN_EXT node\n");
     bench::print_table_header();
 
-    std::mt19937                       rng(42);
+    std::mt19937                                       rng(42);
     std::vector<std::pair<std::string, bench::timing>> blas_done; // shape -> OpenBLAS timing
-    std::vector<std::pair<std::string, bench::timing>> gemm_f32;
-    int                                 n_run = 0;
+    std::vector<std::pair<std::string, bench::timing>> done;      // name + shape -> our timing
+    int                                                n_run = 0;
 
     for (const op_case & c : make_cases(o.smoke)) {
         if (!o.filter.empty() && c.name.find(o.filter) == std::string::npos) continue;
@@ -313,49 +508,21 @@ int main(int argc, char ** argv) {
             }
         }
 #endif
-        ggml_init_params ip = {ggml_tensor_overhead() * 16 + ggml_graph_overhead(), nullptr, true};
-        ggml_context *   ctx = ggml_init(ip);
-        std::vector<ggml_tensor *> inputs;
-        auto          input = [&](ggml_tensor * t) { inputs.push_back(t); return t; };
-        ggml_tensor * out   = c.build(ctx, input);
-        ggml_cgraph * gf    = ggml_new_graph(ctx);
-        ggml_build_forward_expand(gf, out);
-
-        // inputs live in their own buffer (like weights), the graph in a compute buffer
-        ggml_backend_buffer_t in_buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
-        ggml_gallocr_t        galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
-        if (!in_buf || !ggml_gallocr_alloc_graph(galloc, gf)) {
-            fprintf(stderr, "bench-ops: %s: out of memory allocating the graph\n", c.name.c_str());
-            return 1;
-        }
-        for (ggml_tensor * t : inputs) fill_random(t, rng);
-
         bench::row r;
-        r.op    = c.name;
-        r.shape = c.shape;
-        bool ok = true;
-        auto run = [&] { ok = ok && ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS; };
-        const int min_reps = o.smoke ? 1 : 3;
-        r.t = bench::time_it(run, min_reps, o.min_time_s, o.smoke ? 1 : 1000);
-        if (!ok) {
-            fprintf(stderr, "bench-ops: %s: graph compute failed\n", c.name.c_str());
-            return 1;
-        }
+        if (!time_case(backend, c, o, rng, r)) return 1;
+        done.push_back({c.name + c.shape, r.t});
 
-        bench::row r_vs_f32; // F16/BF16 weights: a second row against our F32 GEMM
-        if (c.k == op_case::GEMM) {
-            r.work = c.flops;
-            if (c.gemm_f32_key.empty()) {
-                gemm_f32.push_back({c.name + c.shape, r.t});
-            } else {
-                for (auto & [key, t] : gemm_f32) {
-                    if (key == c.gemm_f32_key) {
-                        r_vs_f32          = r;
-                        r_vs_f32.baseline = "our mul_mat_f32";
-                        r_vs_f32.base     = t;
-                    }
+        bench::row r_cmp; // a second row against an earlier case of this run (F32 GEMM, unfused chain)
+        if (!c.compare_key.empty()) {
+            for (auto & [key, t] : done) {
+                if (key == c.compare_key) {
+                    r_cmp          = r;
+                    r_cmp.baseline = c.compare_label;
+                    r_cmp.base     = t;
                 }
             }
+        }
+        if (c.k == op_case::GEMM) {
 #ifdef BENCH_HAVE_OPENBLAS
             if (c.blas_K > 0) {
                 r.baseline = "openblas sgemm";
@@ -365,26 +532,18 @@ int main(int argc, char ** argv) {
             }
 #endif
         } else {
-            size_t bytes = ggml_nbytes(out);
-            for (ggml_tensor * t : inputs) bytes += ggml_nbytes(t);
-            r.work     = (double) bytes;
-            r.is_bytes = true;
             // a memcpy of bytes/2 reads and writes the same total number of bytes
-            memcpy_baseline mb(bytes / 2, n_threads);
+            memcpy_baseline mb((size_t) r.work / 2, n_threads);
             r.baseline = "memcpy";
-            r.base     = bench::time_it([&] { mb.run(); }, min_reps, o.min_time_s * 0.5, o.smoke ? 1 : 1000);
+            r.base     = bench::time_it([&] { mb.run(); }, o.smoke ? 1 : 3, o.min_time_s * 0.5, o.smoke ? 1 : 1000);
         }
         bench::print_row(r);
         if (o.json) bench::print_json(r);
-        if (!r_vs_f32.baseline.empty()) {
-            bench::print_row(r_vs_f32);
-            if (o.json) bench::print_json(r_vs_f32);
+        if (!r_cmp.baseline.empty()) {
+            bench::print_row(r_cmp);
+            if (o.json) bench::print_json(r_cmp);
         }
         ++n_run;
-
-        ggml_gallocr_free(galloc);
-        ggml_backend_buffer_free(in_buf);
-        ggml_free(ctx);
     }
     ggml_backend_free(backend);
     if (n_run == 0) {

@@ -127,8 +127,9 @@ void print_row(const row & r) {
     snprintf(rate_s, sizeof rate_s, "%.1f %s", rate(r, r.t.best_s), unit);
     char ratio_s[32] = "-";
     if (r.base.best_s > 0) snprintf(ratio_s, sizeof ratio_s, "%.2fx", r.base.best_s / r.t.best_s);
-    printf("%-22s %-30s %10.3f %10.3f %12s %-16s %8s\n", r.op.c_str(), r.shape.c_str(), r.t.best_s * 1e3,
-           r.t.median_s * 1e3, rate_s, r.baseline.empty() ? "-" : r.baseline.c_str(), ratio_s);
+    printf("%-22s %-30s %10.3f %10.3f %12s %-16s %8s%s%s\n", r.op.c_str(), r.shape.c_str(), r.t.best_s * 1e3,
+           r.t.median_s * 1e3, rate_s, r.baseline.empty() ? "-" : r.baseline.c_str(), ratio_s,
+           r.kernel.empty() ? "" : "  ", r.kernel.c_str());
     fflush(stdout);
 }
 
@@ -140,6 +141,7 @@ void print_json(const row & r) {
         printf(",\"baseline\":\"%s\",\"baseline_best_ms\":%.4f,\"ratio\":%.4f", r.baseline.c_str(),
                r.base.best_s * 1e3, r.base.best_s / r.t.best_s);
     }
+    if (!r.kernel.empty()) printf(",\"kernel\":\"%s\"", r.kernel.c_str());
     printf("}\n");
     fflush(stdout);
 }

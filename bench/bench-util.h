@@ -31,6 +31,7 @@ struct row {
     bool        is_bytes   = false;
     std::string baseline;        // what the ratio is against
     timing      base;            // baseline timing measured in the same run
+    std::string kernel;          // which kernel produced the number (printed when set)
 };
 
 // Command-line reading shared by the benchmarks: every option with a value is validated and a

@@ -15,6 +15,8 @@ for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopen
            libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers; do
     have_pkg "$pkg" || need+=("$pkg")
 done
+# clang-14, libclang-rt-14-dev: libFuzzer for scripts/test-fuzz.sh (tests/fuzz)
+for pkg in clang-14 libclang-rt-14-dev; do have_pkg "$pkg" || need+=("$pkg"); done
 
 if ((${#need[@]})); then
     echo "install-deps: installing ${need[*]}"
@@ -37,5 +39,5 @@ if ! python3 -c 'import numpy, safetensors' >/dev/null 2>&1; then
     export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
     python3 -m pip install --quiet numpy safetensors >/dev/null 2>&1 ||
         python3 -m pip install --quiet --break-system-packages numpy safetensors ||
-        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will be skipped" >&2
+        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will fail" >&2
 fi

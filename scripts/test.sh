@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: first the optimised build, then the same suite under
-# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh [--no-sanitize]
+# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh [--no-sanitize | --tsan]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+[ "${1:-}" = "--tsan" ] && exec scripts/test-tsan.sh "$(nproc)" # ThreadSanitizer pass only
 
 jobs=$(nproc)
 sanitize=1
@@ -13,6 +14,9 @@ echo "== Release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
+scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
+scripts/test-install.sh
+if [ "${SD_TEST_UPSTREAM:-0}" = 1 ]; then scripts/test-upstream.sh; fi
 
 if ((sanitize)); then
     echo "== Sanitizer build (address;undefined) and tests"
@@ -22,4 +26,5 @@ if ((sanitize)); then
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1200
 fi
+if ((sanitize)); then scripts/test-fuzz.sh; fi # libFuzzer targets of the file readers, ~25 s each (tests/fuzz)
 echo "== all tests passed"

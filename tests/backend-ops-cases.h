@@ -12,8 +12,7 @@ struct case_list {
     std::vector<op_case>  v;
     std::set<std::string> names;
 
-    void add(const std::string & desc, std::function<void(builder &)> build, refs_fn ref, tolerance tol,
-             bool optional = false);
+    void add(const std::string & desc, std::function<void(builder &)> build, refs_fn ref, tolerance tol);
 };
 
 std::string sh(ne4 ne); // "7x3x1x1"
@@ -29,5 +28,7 @@ void add_copy_cases(case_list & cl);        // cpy, cast, cont, dup, reshape/vie
 void add_rope_cases(case_list & cl);
 void add_attention_cases(case_list & cl);
 void add_layout_cases(case_list & cl);      // concat, pad, repeat, arange, timestep, custom, view chains
+void add_client_cases(case_list & cl);      // clamp..cos, reductions, sorting, masks, acc/set, roll, ids, set_rows, maps
+void add_conv_cases(case_list & cl);        // im2col, convolutions, pools, upscale, group/l2 norm, circular pad
 
 } // namespace bops

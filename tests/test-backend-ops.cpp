@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace bops {
@@ -24,6 +25,8 @@ const std::vector<op_case> & all_cases() {
         add_rope_cases(cl);
         add_attention_cases(cl);
         add_layout_cases(cl);
+        add_conv_cases(cl);
+        add_client_cases(cl);
         return std::move(cl.v);
     }();
     return cases;
@@ -40,6 +43,29 @@ struct param {
     bool        vs_cpu;
     bool        use_ref;   // CPU: force the portable kernels (the SIMD paths are the default)
     std::string name;
+    std::string kernel;    // CPU: ggml_cpu_set_kernel_override spec for this run ("": the table's choice)
+};
+
+// Cases of an op family with interchangeable kernels (kernel-choice.h): each runs once more with
+// every kernel this CPU can run forced, whatever the kernel table picks here.
+bool has_kernel_choice(const std::string & case_name) {
+    return case_name.rfind("flash_attn_ext", 0) == 0 || case_name.rfind("mul_mat_a_bf16", 0) == 0;
+}
+
+std::vector<std::string> runnable_kernels() {
+    std::vector<std::string> ks;
+    if (ggml_cpu_has_avx512()) ks.push_back("f32fma");
+    if (ggml_cpu_has_avx512_bf16()) ks.push_back("bf16dot");
+    return ks;
+}
+
+// Restores the environment's (or the table's) kernel choice when a forced run ends.
+struct kernel_override_guard {
+    bool active = false;
+    explicit kernel_override_guard(const std::string & spec) : active(!spec.empty()) {}
+    ~kernel_override_guard() {
+        if (active && !ggml_cpu_set_kernel_override(getenv("GGML_CPU_KERNEL"))) ggml_cpu_set_kernel_override(nullptr);
+    }
 };
 
 // keeps gtest from dumping the raw bytes of a param in failure lines
@@ -58,16 +84,42 @@ std::vector<param> make_params() {
         for (size_t i = 0; i < cases.size(); i++) {
             if (cpu) {
                 for (int nt : {1, 2}) {
-                    ps.push_back({i, d, nt, false, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt)});
+                    ps.push_back({i, d, nt, false, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt), ""});
                 }
-                ps.push_back({i, d, 2, false, true, dn + "_" + cases[i].name + "_ref_t2"});
+                ps.push_back({i, d, 2, false, true, dn + "_" + cases[i].name + "_ref_t2", ""});
+                if (has_kernel_choice(cases[i].name)) {
+                    for (const std::string & k : runnable_kernels())
+                        ps.push_back({i, d, 2, false, false, dn + "_" + cases[i].name + "_k" + k + "_t2", k});
+                }
             } else {
-                ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name});
-                ps.push_back({i, d, 0, true, false, dn + "_" + cases[i].name + "_vs_CPU"});
+                ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name, ""});
+                ps.push_back({i, d, 0, true, false, dn + "_" + cases[i].name + "_vs_CPU", ""});
             }
         }
     }
     return ps;
+}
+
+// The one table of cases a device is expected to decline (ggml_backend_supports_op false). A case
+// declined but not listed fails, and so does a listed case that the device runs: the table always
+// states exactly what each device lacks. The CPU backend runs every case. `device` is a device
+// name, or "" for every device except the CPU.
+struct expected_decline_row {
+    const char * device;
+    const char * case_prefix; // matched against the start of the case name
+    const char * why;
+};
+const expected_decline_row k_expected_declines[] = {
+    {"", "custom_", "ggml_custom_* callbacks are host functions: only the CPU backend runs them"},
+};
+
+const char * expected_decline(const std::string & device, const std::string & case_name) {
+    const bool cpu = device == "CPU";
+    for (const auto & row : k_expected_declines) {
+        const bool dev_match = row.device[0] ? device == row.device : !cpu;
+        if (dev_match && case_name.rfind(row.case_prefix, 0) == 0) return row.why;
+    }
+    return nullptr;
 }
 
 class BackendOps : public ::testing::TestWithParam<param> {};
@@ -85,10 +137,20 @@ TEST_P(BackendOps, MatchesReference) {
         ggml_backend_free(cpu);
     } else {
         if (p.use_ref) ggml_backend_cpu_set_use_ref(be, true);
+        kernel_override_guard guard(p.kernel);
+        if (!p.kernel.empty()) {
+            ASSERT_TRUE(ggml_cpu_set_kernel_override(p.kernel.c_str())) << "cannot force kernel " << p.kernel;
+        }
         r = bops::run_case(c, be, p.n_threads);
     }
     ggml_backend_free(be);
-    if (r.status == bops::result::skip) GTEST_SKIP() << r.message;
+    const char * why = expected_decline(ggml_backend_dev_name(dev), c.name);
+    if (r.status == bops::result::declined) {
+        EXPECT_NE(why, nullptr) << "declined, and not in the expected-decline table: " << r.message;
+        return;
+    }
+    EXPECT_EQ(why, nullptr) << c.desc << " on " << ggml_backend_dev_name(dev)
+                            << " is listed as an expected decline (" << why << ") but ran: remove it from the table";
     EXPECT_EQ(r.status, bops::result::pass) << r.message;
 }
 

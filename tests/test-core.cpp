@@ -2,6 +2,7 @@
 // structure, graph building (order, leaf/node split, names, flags), context sizing, custom ops.
 
 #include "ggml.h"
+#include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "reference/ref.h"
@@ -350,6 +351,109 @@ TEST(Custom, CallbackRunsOnAllThreads) {
         ggml_backend_buffer_free(buf);
         ggml_backend_free(be);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// empty tensors: every entry point takes them (no copy of zero bytes from or to a null pointer,
+// which is undefined behaviour that UBSan reports; scripts/test.sh runs this suite under it)
+
+TEST(EmptyTensors, BufferAndTensorApisAcceptThem) {
+    ggml_backend_t be = ggml_backend_cpu_init();
+    ctx_guard      g(64 * ggml_tensor_overhead(), true);
+    ggml_tensor *  e0 = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, 0, 3);
+    ggml_tensor *  e1 = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, 0, 3);
+    ggml_tensor *  eq = ggml_new_tensor_1d(g.ctx, GGML_TYPE_Q8_0, 0);
+    EXPECT_EQ(ggml_nbytes(e0), 0u);
+    // a context of empty tensors only: a zero-size buffer (or none), never a crash
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(g.ctx, be);
+    for (ggml_tensor * t : {e0, e1, eq}) {
+        ggml_backend_tensor_set(t, nullptr, 0, 0);
+        ggml_backend_tensor_get(t, nullptr, 0, 0);
+        ggml_backend_tensor_memset(t, 0, 0, 0);
+    }
+    if (buf) {
+        ggml_backend_tensor_copy(e0, e1);
+        ggml_backend_buffer_clear(buf, 0);
+        ggml_backend_buffer_free(buf);
+    }
+    // caller-owned memory of size 0
+    ggml_backend_buffer_t none = ggml_backend_cpu_buffer_from_ptr(nullptr, 0);
+    if (none) {
+        ggml_backend_buffer_clear(none, 0);
+        ggml_backend_buffer_free(none);
+    }
+    ggml_backend_free(be);
+}
+
+TEST(EmptyTensors, EmptyGraphsAndContexts) {
+    ggml_backend_t be = ggml_backend_cpu_init();
+    // a context holding only empty tensors gets no buffer; the tensors stay unallocated
+    ctx_guard     ge(8 * ggml_tensor_overhead(), true);
+    ggml_tensor * e = ggml_new_tensor_1d(ge.ctx, GGML_TYPE_F32, 0);
+    EXPECT_EQ(ggml_backend_alloc_ctx_tensors(ge.ctx, be), nullptr);
+    ggml_backend_tensor_set(e, nullptr, 0, 0);
+    ggml_backend_tensor_get(e, nullptr, 0, 0);
+    // a graph without nodes: allocated and computed, directly and through the scheduler
+    ctx_guard      g(8 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(), true);
+    ggml_cgraph *  gr = ggml_new_graph(g.ctx);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
+    EXPECT_TRUE(ggml_gallocr_alloc_graph(ga, gr));
+    EXPECT_EQ(ggml_backend_graph_compute(be, gr), GGML_STATUS_SUCCESS);
+    ggml_backend_sched_t sched = ggml_backend_sched_new(&be, nullptr, 1, 64, false, false);
+    ASSERT_NE(sched, nullptr);
+    EXPECT_TRUE(ggml_backend_sched_alloc_graph(sched, gr));
+    EXPECT_EQ(ggml_backend_sched_graph_compute(sched, gr), GGML_STATUS_SUCCESS);
+    ggml_backend_sched_free(sched);
+    // an allocated context of one empty tensor (no_alloc = false)
+    ctx_guard     gd(ggml_tensor_overhead(), false);
+    ggml_tensor * d = ggml_new_tensor_2d(gd.ctx, GGML_TYPE_F32, 0, 7);
+    EXPECT_EQ(ggml_nbytes(d), 0u);
+    ggml_gallocr_free(ga);
+    ggml_backend_free(be);
+}
+
+TEST(EmptyTensors, GraphsWithEmptyOperandsCompute) {
+    ggml_backend_t be = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(be, 2);
+    ctx_guard     g(256 * ggml_tensor_overhead() + ggml_graph_overhead(), true);
+    ggml_tensor * x  = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, 4, 3);
+    ggml_tensor * e  = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, 0, 3); // no columns
+    ggml_tensor * er = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, 4, 0); // no rows
+    ggml_tensor * ei = ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, 0);    // no indices
+    ggml_tensor * w  = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F16, 4, 5);
+    ggml_backend_buffer_t in = ggml_backend_alloc_ctx_tensors(g.ctx, be);
+    ASSERT_NE(in, nullptr);
+    const std::vector<float> xv = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+
+    ggml_tensor * cat0 = ggml_concat(g.ctx, x, e, 0);   // == x
+    ggml_tensor * cat1 = ggml_concat(g.ctx, er, x, 1);  // == x
+    ggml_tensor * mm   = ggml_mul_mat(g.ctx, w, er);    // [5, 0]
+    ggml_tensor * rows = ggml_get_rows(g.ctx, x, ei);   // [4, 0]
+    ggml_tensor * c16  = ggml_cast(g.ctx, e, GGML_TYPE_F16);
+    ggml_tensor * ct   = ggml_cont(g.ctx, ggml_transpose(g.ctx, er));
+    ggml_tensor * sum  = ggml_add(g.ctx, e, e);
+    ggml_tensor * q8   = ggml_cpy(g.ctx, er, ggml_new_tensor_2d(g.ctx, GGML_TYPE_Q8_0, 32, 0));
+    ggml_cgraph * gr   = ggml_new_graph(g.ctx);
+    for (ggml_tensor * t : {cat0, cat1, mm, rows, c16, ct, sum, q8}) {
+        ggml_set_output(t);
+        ggml_build_forward_expand(gr, t);
+    }
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, gr));
+    ASSERT_EQ(ggml_backend_graph_compute(be, gr), GGML_STATUS_SUCCESS);
+
+    std::vector<float> out(12);
+    for (ggml_tensor * t : {cat0, cat1}) {
+        ASSERT_EQ(ggml_nelements(t), 12);
+        ggml_backend_tensor_get(t, out.data(), 0, out.size() * sizeof(float));
+        EXPECT_EQ(out, xv) << ggml_op_desc(t);
+    }
+    for (ggml_tensor * t : {mm, rows, c16, ct, sum, q8}) EXPECT_EQ(ggml_nbytes(t), 0u) << ggml_op_desc(t);
+
+    ggml_gallocr_free(ga);
+    ggml_backend_buffer_free(in);
+    ggml_backend_free(be);
 }
 
 TEST(Backend, RegistryHasCpu) {

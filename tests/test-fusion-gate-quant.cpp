@@ -329,6 +329,10 @@ std::vector<gate_case> shape_cases(rule r) {
     cs.push_back({r, 256, 3, 2, 64, true, true});        // strided rows
     cs.push_back({r, 256, 5, 1, 256, false, true});      // strided rows, other order
     cs.push_back({r, 1000, 3, 1, 4});                    // a longer row with a masked tail
+    // groups above 256 (rotated in memory after the in-register 256-point part)
+    cs.push_back({r, 3072, 5, 1, 1024});
+    cs.push_back({r, 8192, 3, 1, 4096, true, true});     // strided rows
+    cs.push_back({r, 16384, 3, 1, 16384, false, true});  // one group per row, strided rows
     return cs;
 }
 

@@ -221,6 +221,29 @@ TEST(NormModQuantFusion, fused_equals_unfused_on_both_quantizer_paths) {
     }
 }
 
+// Groups above 256 (real Krea2 files use 1024 and 16384), strided and contiguous x, odd row
+// counts, on both quantizer paths and the portable norm.
+TEST(NormModQuantFusion, large_groups_fused_equals_unfused) {
+    const nq_case cases[] = {
+        {3072, 5, 1, 1, 1024, true, true},
+        {8192, 3, 1, 1, 4096, false, false},
+        {16384, 3, 1, 1, 16384, true, true},
+        {16384, 1, 3, 1, 1024, true, false},
+    };
+    for (sd_int8::path p : {sd_int8::path::portable, sd_int8::path::vnni}) {
+        if (!sd_int8::path_available(p)) continue;
+        path_scope ps(p);
+        for (const nq_case & c : cases) {
+            for (bool use_ref : {false, true}) {
+                SCOPED_TRACE(case_name(c) + " path=" + sd_int8::path_name(p) + (use_ref ? " use_ref" : ""));
+                cpu_backend                b(2, use_ref);
+                const std::vector<uint8_t> want = unfused_result(c, b);
+                expect_bytes_equal(run_chain(c, true, b), want, c.K, c.rows(), "fused vs unfused");
+            }
+        }
+    }
+}
+
 TEST(NormModQuantFusion, strided_and_multidimensional_x) {
     const nq_case cases[] = {
         {256, 5, 1, 1, 256, true, true}, {64, 3, 2, 1, 16, false, true}, {48, 3, 2, 2, 16, true, true},

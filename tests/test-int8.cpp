@@ -1,7 +1,9 @@
-// CPU INT8 kernels (sd.quantize_i8_convrot.v1, sd.linear_i8.v1): every path (portable, VNNI,
-// AMX where present) bit-identical to a plain scalar reference written here from
-// int8-convrot-facts.md, on odd shapes, all ConvRot groups, all-zero rows, ±127/-128 extremes,
-// non-finite activations, shared packed activations, aliasing outputs and cancellation.
+// CPU INT8 kernels (sd.quantize_i8_convrot.v1, sd.linear_i8.v1): every path (portable, VNNI
+// where the CPU has it; no AMX kernel exists) bit-identical to a plain scalar reference written
+// here from int8-convrot-facts.md, on odd shapes, all ConvRot groups, all-zero rows, ±127/-128
+// extremes, non-finite activations, shared packed activations, aliasing outputs and cancellation.
+// Groups above 256 are also checked against the rotation applied as a dense matrix (the group-wise
+// normalized Hadamard), and the schema's limits (groups, K) against the kernels' supports().
 //
 // Non-finite activations (the defined behaviour): a row whose rotated values contain NaN or
 // ±Inf quantizes to all zeros with scale NaN, so its whole output row is NaN; other rows are
@@ -57,10 +59,10 @@ void ref_rotate(std::vector<float> & row, int G) {
     }
 }
 
-float ref_quantize_row(const float * x, int64_t K, int G, int8_t * q) {
-    std::vector<float> r(x, x + K);
-    ref_rotate(r, G);
-    float amax = 0;
+// The per-row quantization of already rotated values r[0..K).
+float ref_quantize_rotated(const std::vector<float> & r, int8_t * q) {
+    const int64_t K    = (int64_t) r.size();
+    float         amax = 0;
     for (float v : r) {
         if (!std::isfinite(v)) {
             std::fill(q, q + K, 0);
@@ -80,6 +82,56 @@ float ref_quantize_row(const float * x, int64_t K, int G, int8_t * q) {
         q[i]   = (int8_t) std::min(127L, std::max(-127L, v));
     }
     return s;
+}
+
+float ref_quantize_row(const float * x, int64_t K, int G, int8_t * q) {
+    std::vector<float> r(x, x + K);
+    ref_rotate(r, G);
+    return ref_quantize_rotated(r, q);
+}
+
+// The rotation as a dense matrix: R = H_G / sqrt(G), H_G the Kronecker power of
+// H4 = [[1,1,1,-1],[1,1,-1,1],[1,-1,1,1],[-1,1,1,1]], level l acting on the base-4 digit l of the
+// indices (stride 4^l). H4[a][b] = -1 exactly when a + b == 3, i.e. when the two 2-bit digits are
+// bitwise complements, so the sign of R[o][i] is the parity of the digit pairs of o ^ i that are 3.
+int hadamard_sign(uint32_t o, uint32_t i) {
+    const uint32_t z = o ^ i;
+    return (__builtin_popcount(z & (z >> 1) & 0x55555555u) & 1) ? -1 : 1;
+}
+
+// y = R x for every group of the row, each output a dense sum over its whole group in double.
+// For integer x with |sum| < 2^24 every value is exact (1/sqrt(G) is a power of two), so it must
+// equal the butterfly evaluation bit for bit.
+std::vector<double> dense_rotate(const float * x, int64_t K, int G) {
+    std::vector<double> y((size_t) K);
+    const double        c = 1.0 / std::sqrt((double) G);
+    for (int64_t g0 = 0; g0 < K; g0 += G) {
+        for (int o = 0; o < G; ++o) {
+            double acc = 0;
+            for (int i = 0; i < G; ++i) acc += hadamard_sign((uint32_t) o, (uint32_t) i) * (double) x[g0 + i];
+            y[(size_t) (g0 + o)] = acc * c;
+        }
+    }
+    return y;
+}
+
+// Integer-valued activations in [-m, m]: the dense product is exact in float (see dense_rotate).
+std::vector<float> integer_row(int64_t n, int m, std::mt19937 & rng) {
+    std::uniform_int_distribution<int> d(-m, m);
+    std::vector<float>                 x((size_t) n);
+    for (auto & v : x) v = (float) d(rng);
+    return x;
+}
+
+// The dense reference's rotated row as floats; fails the test if a value is not exact.
+std::vector<float> dense_rotated_exact(const float * x, int64_t K, int G) {
+    const std::vector<double> y = dense_rotate(x, K, G);
+    std::vector<float>        r((size_t) K);
+    for (size_t i = 0; i < r.size(); ++i) {
+        r[i] = (float) y[i];
+        EXPECT_EQ((double) r[i], y[i]) << "dense value " << i << " is not exact in float";
+    }
+    return r;
 }
 
 void ref_linear(const int8_t * a, const float * sx, const int8_t * w, const float * ws, const float * b, int64_t rows,
@@ -108,11 +160,12 @@ bool same_float(float a, float b) {
 // Fixture: a CPU backend with the sd schemas and the INT8 kernels registered
 
 struct env {
-    ggml_backend_t be = nullptr;
+    ggml_backend_t be         = nullptr;
+    bool           registered = false;
     env() {
-        sd_ggml_register_extensions();
-        be = ggml_backend_cpu_init();
-        sd_cpu_register_int8(ggml_backend_get_device(be));
+        registered = sd_ggml_register_extensions();
+        be         = ggml_backend_cpu_init();
+        registered = sd_cpu_register_int8(ggml_backend_get_device(be)) && registered;
     }
     ~env() { ggml_backend_free(be); }
 };
@@ -125,7 +178,8 @@ env & E() {
 using sd_fusion_test::path_scope;
 
 std::vector<path> test_paths() {
-    return sd_fusion_test::available_paths({path::portable, path::vnni, path::amx});
+    // no AMX kernel exists (Int8Paths.no_amx_kernel_so_amx_requests_fall_back)
+    return sd_fusion_test::available_paths({path::portable, path::vnni});
 }
 
 struct ctx_holder {
@@ -280,6 +334,8 @@ const std::vector<lcase> & cases() {
         {64, 65, 13, 1, 64, true, false},  {192, 31, 3, 2, 64, false, true},  {256, 129, 11, 1, 256, true, true},
         {768, 100, 19, 1, 256, true, true}, {1028, 97, 7, 1, 4, true, true},  {1027, 50, 5, 5, 1, true, true},
         {2304, 80, 7, 1, 256, true, true},  {64, 300, 200, 1, 16, true, true}, {5, 3, 1, 1, 0, false, false},
+        // groups above 256 (converted Krea2 files use 1024 and 16384)
+        {3072, 41, 7, 1, 1024, true, true}, {8192, 23, 3, 1, 4096, true, false}, {16384, 9, 1, 3, 16384, false, true},
     };
     return c;
 }
@@ -314,9 +370,16 @@ TEST(Int8Paths, plain_i8_activations_match_reference) {
     run_all(K_I8, 1);
 }
 
-TEST(Int8Paths, amx_path) {
-    if (!ggml_cpu_has_amx_int8()) GTEST_SKIP() << "this CPU has no AMX-INT8";
-    GTEST_SKIP() << "no AMX kernel is implemented yet; AMX CPUs use the VNNI path";
+// There is no AMX INT8 kernel: the path is never available, and asking for it runs the best
+// path that exists (VNNI on AVX512-VNNI CPUs, AMX ones included). This test states that fact, so
+// it fails, and must be replaced by a reference check, the day an AMX kernel is added.
+TEST(Int8Paths, no_amx_kernel_so_amx_requests_fall_back) {
+    EXPECT_FALSE(sd_int8::path_available(path::amx)) << "an AMX kernel exists now: test it against the reference";
+    sd_int8::set_path_override(path::amx);
+    const path got = sd_int8::resolve_path();
+    sd_int8::set_path_override(path::automatic);
+    EXPECT_NE(got, path::amx);
+    EXPECT_EQ(got, sd_int8::path_available(path::vnni) ? path::vnni : path::portable);
 }
 
 TEST(Int8Paths, path_switch_by_environment) {
@@ -334,11 +397,14 @@ TEST(Int8Paths, path_switch_by_environment) {
 TEST(Int8Quantize, row_quantizers_match_reference) {
     std::mt19937                    rng(7);
     std::normal_distribution<float> nd(0.0f, 2.0f);
-    for (int G : {1, 4, 16, 64, 256}) {
+    for (int G : {1, 4, 16, 64, 256, 1024, 4096, 16384}) {
         for (int64_t K : {(int64_t) G, (int64_t) G * 3, (int64_t) G * 5 + (G == 1 ? 2 : 0), (int64_t) 4096,
-                           // the longest row the AVX-512 path keeps rotated, and one longer
-                           (int64_t) 16384, (int64_t) 16384 + 256 + (G == 1 ? 3 : 0)}) {
-            if (K % G) continue;
+                           // the longest row the AVX-512 path keeps rotated for groups up to 256,
+                           // and one longer
+                           (int64_t) 16384, (int64_t) 16384 + 256 + (G == 1 ? 3 : 0),
+                           // groups above 256: the longest kept row and one longer (rotated twice)
+                           (int64_t) 131072, (int64_t) 131072 + G}) {
+            if (K % G || (K > 16384 + 259 && G < 1024)) continue;
             std::vector<float> x((size_t) K);
             for (auto & v : x) v = nd(rng);
             std::vector<int8_t> qr((size_t) K), qp((size_t) K), qv((size_t) K);
@@ -366,6 +432,46 @@ TEST(Int8Quantize, rotation_is_orthogonal_hadamard) {
         v[3] = 1.0f;
         sd_int8::rotate_group_portable(v.data(), G);
         for (float e : v) EXPECT_EQ(std::fabs(e), 1.0f / sqrtf((float) G));
+    }
+}
+
+// Groups above 256 against the dense matrix: on integer activations every rotated value is exact,
+// so the portable rotation, and both row quantizers' values and scales, must equal the dense
+// product's quantization bit for bit; on Gaussian activations the butterfly reference (that the
+// other tests hold the kernels to bit for bit) stays within float rounding of the dense product.
+TEST(Int8Quantize, large_groups_match_dense_hadamard) {
+    std::mt19937 rng(31);
+    const struct {
+        int64_t K;
+        int     G;
+    } cases[] = {{3072, 1024}, {8192, 4096}, {16384, 16384}};
+    for (const auto & c : cases) {
+        SCOPED_TRACE("G=" + std::to_string(c.G) + " K=" + std::to_string(c.K));
+        const std::vector<float> x     = integer_row(c.K, 1000, rng);
+        const std::vector<float> dense = dense_rotated_exact(x.data(), c.K, c.G);
+        std::vector<float>       rot   = x;
+        for (int64_t g0 = 0; g0 < c.K; g0 += c.G) sd_int8::rotate_group_portable(rot.data() + g0, c.G);
+        EXPECT_EQ(rot, dense) << "portable rotation";
+        std::vector<int8_t> qd((size_t) c.K), qp((size_t) c.K), qv((size_t) c.K);
+        const float         sd = ref_quantize_rotated(dense, qd.data());
+        int32_t             rp, rv;
+        EXPECT_TRUE(same_float(sd, sd_int8::quantize_row_portable(x.data(), c.K, c.G, qp.data(), &rp)));
+        EXPECT_TRUE(same_float(sd, sd_int8::quantize_row_avx512(x.data(), c.K, c.G, qv.data(), &rv)));
+        EXPECT_EQ(qp, qd);
+        EXPECT_EQ(qv, qd);
+
+        std::normal_distribution<float> nd(0.0f, 2.0f);
+        std::vector<float>              xg((size_t) c.K);
+        for (auto & v : xg) v = nd(rng);
+        const std::vector<double> yd = dense_rotate(xg.data(), c.K, c.G);
+        std::vector<float>        yb = xg;
+        ref_rotate(yb, c.G);
+        double max_err = 0, max_abs = 0;
+        for (size_t i = 0; i < yb.size(); ++i) {
+            max_err = std::max(max_err, std::fabs((double) yb[i] - yd[i]));
+            max_abs = std::max(max_abs, std::fabs(yd[i]));
+        }
+        EXPECT_LT(max_err, 1e-5 * max_abs) << "butterfly reference vs dense matrix";
     }
 }
 
@@ -441,6 +547,173 @@ TEST(Int8Special, int32_sum_exact_with_minus128) {
     for (int64_t i = 0; i < K * N; ++i) d.w[i] = (i % 5 == 0) ? 127 : -128;
     for (path p : test_paths()) {
         path_scope ps(p);
+        run_linear(c, K_I8, d, 2);
+    }
+}
+
+// The graph (quantize node, F32-input linear, packed-input linear) at groups 1024, 4096 and 16384
+// on odd row counts, every path, against the dense-matrix rotation on integer activations.
+TEST(Int8Graph, large_groups_match_dense_reference) {
+    const struct {
+        int64_t K, N, rows;
+        int     G;
+    } cases[] = {{3072, 19, 7, 1024}, {8192, 11, 5, 4096}, {16384, 5, 3, 16384}};
+    for (const auto & c : cases) {
+        std::mt19937        rng(17 + c.G);
+        std::vector<float>  xv  = integer_row(c.K * c.rows, 1000, rng);
+        std::vector<int8_t> wv((size_t) (c.K * c.N));
+        for (auto & v : wv) v = (int8_t) (rng() % 255 - 127);
+        std::vector<float> wsv((size_t) c.N), bv((size_t) c.N);
+        for (auto & v : wsv) v = 0.001f * (float) (1 + rng() % 50);
+        for (auto & v : bv) v = 0.25f * (float) ((int) (rng() % 21) - 10);
+        // the dense reference, computed once for every path
+        std::vector<int8_t> qa((size_t) (c.K * c.rows));
+        std::vector<float>  sx((size_t) c.rows), yr((size_t) (c.N * c.rows));
+        for (int64_t r = 0; r < c.rows; ++r) {
+            sx[(size_t) r] = ref_quantize_rotated(dense_rotated_exact(&xv[(size_t) (r * c.K)], c.K, c.G), &qa[(size_t) (r * c.K)]);
+        }
+        ref_linear(qa.data(), sx.data(), wv.data(), wsv.data(), bv.data(), c.rows, c.K, c.N, yr.data());
+        for (path p : test_paths()) {
+            path_scope ps(p);
+            SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " G=" + std::to_string(c.G) + " K=" + std::to_string(c.K) +
+                         " rows=" + std::to_string(c.rows));
+            ctx_holder    h;
+            ggml_tensor * x  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, c.K, c.rows);
+            ggml_tensor * w  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, c.K, c.N);
+            ggml_tensor * ws = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, c.N);
+            ggml_tensor * b  = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, c.N);
+            ggml_tensor * q  = ggml_quantize_i8_convrot(h.ctx, x, c.G);
+            ASSERT_NE(q, nullptr) << ggml_ext_last_error();
+            ggml_tensor * y0 = ggml_mul_mat_i8_tensorwise(h.ctx, w, x, ws, b, c.G);
+            ggml_tensor * y1 = ggml_mul_mat_i8_tensorwise(h.ctx, w, q, ws, b, c.G);
+            ASSERT_NE(y0, nullptr) << ggml_ext_last_error();
+            ASSERT_NE(y1, nullptr) << ggml_ext_last_error();
+            h.alloc();
+            set(x, xv);
+            set(w, wv);
+            set(ws, wsv);
+            set(b, bv);
+            ggml_backend_cpu_set_n_threads(E().be, 2);
+            ASSERT_EQ(compute(h.ctx, {y0, y1}), GGML_STATUS_SUCCESS);
+            const std::vector<int8_t> pk    = get<int8_t>(q);
+            const int64_t             prows = (c.rows + 3) / 4 * 4;
+            EXPECT_EQ(0, memcmp(pk.data(), qa.data(), qa.size())) << "packed rows";
+            for (int64_t r = 0; r < c.rows; ++r) {
+                float s;
+                memcpy(&s, pk.data() + prows * c.K + 4 * r, 4);
+                EXPECT_TRUE(same_float(s, sx[(size_t) r])) << "row scale " << r;
+            }
+            EXPECT_EQ(get<float>(y0), yr) << "F32-input linear";
+            EXPECT_EQ(get<float>(y1), yr) << "packed-input linear";
+        }
+    }
+}
+
+// Every power-of-4 group dividing K builds (quantizer, F32-input linear, packed-input linear) and
+// is run by the CPU kernels; anything else is refused when the node is built, with a message
+// that says why, never by a scheduler that finds no kernel.
+TEST(Int8Schema, every_power_of_4_group_builds_and_runs_others_rejected_at_build) {
+    ctx_holder    h;
+    const int64_t K = 3 * 65536; // a multiple of every power of 4 up to 65536
+    ggml_tensor * x = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, 5);
+    ggml_tensor * w = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 98304, 7); // K <= SD_LINEAR_I8_MAX_K
+    ggml_tensor * xl = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, 98304, 5);
+    for (int G = 1; G <= 65536; G *= 4) {
+        SCOPED_TRACE("G=" + std::to_string(G));
+        ggml_tensor * q = ggml_quantize_i8_convrot(h.ctx, x, G);
+        ASSERT_NE(q, nullptr) << ggml_ext_last_error();
+        EXPECT_TRUE(ggml_backend_supports_op(E().be, q));
+        if (98304 % G != 0) continue;
+        ggml_tensor * ql = ggml_quantize_i8_convrot(h.ctx, xl, G);
+        ASSERT_NE(ql, nullptr) << ggml_ext_last_error();
+        for (ggml_tensor * in : {xl, ql}) {
+            ggml_tensor * y = ggml_mul_mat_i8_tensorwise(h.ctx, w, in, nullptr, nullptr, G);
+            ASSERT_NE(y, nullptr) << ggml_ext_last_error();
+            EXPECT_TRUE(ggml_backend_supports_op(E().be, y));
+        }
+    }
+    // 4^15, the largest power of 4 an int32 group holds, on a row that wide (metadata only)
+    ggml_tensor * xw = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, (int64_t) 1 << 30, 1);
+    ggml_tensor * qw = ggml_quantize_i8_convrot(h.ctx, xw, 1 << 30);
+    ASSERT_NE(qw, nullptr) << ggml_ext_last_error();
+    EXPECT_TRUE(ggml_backend_supports_op(E().be, qw));
+
+    auto rejected = [&](ggml_tensor * t, const char * why) {
+        EXPECT_EQ(t, nullptr);
+        EXPECT_NE(std::string(ggml_ext_last_error()).find(why), std::string::npos) << ggml_ext_last_error();
+    };
+    for (int G : {2, 3, 8, 32, 128, 512, 2048, 8192, 32768, 3 * 1024, -4, -1024}) {
+        SCOPED_TRACE("G=" + std::to_string(G));
+        rejected(ggml_quantize_i8_convrot(h.ctx, x, G), "power of 4");
+        rejected(ggml_mul_mat_i8_tensorwise(h.ctx, w, xl, nullptr, nullptr, G), "power of 4");
+    }
+    rejected(ggml_quantize_i8_convrot(h.ctx, x, 0), "power of 4");
+    // powers of 4 that do not divide K (larger than the row, or not a divisor)
+    ggml_tensor * x3 = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, 3072, 3);
+    ggml_tensor * w3 = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 3072, 4);
+    for (int G : {4096, 16384, 1 << 30}) {
+        SCOPED_TRACE("G=" + std::to_string(G));
+        rejected(ggml_quantize_i8_convrot(h.ctx, x3, G), "does not divide");
+        rejected(ggml_mul_mat_i8_tensorwise(h.ctx, w3, x3, nullptr, nullptr, G), "does not divide");
+    }
+    // the packed input's group must be the linear's
+    ggml_tensor * q3 = ggml_quantize_i8_convrot(h.ctx, x3, 1024);
+    ASSERT_NE(q3, nullptr);
+    rejected(ggml_mul_mat_i8_tensorwise(h.ctx, w3, q3, nullptr, nullptr, 256), "group");
+    // an empty weight (the kernel runs none): refused at build, not left to the scheduler
+    rejected(ggml_mul_mat_i8_tensorwise(h.ctx, ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 0, 4),
+                                        ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, 0, 3), nullptr, nullptr, 0),
+             "must not be empty");
+    rejected(ggml_mul_mat_i8_tensorwise(h.ctx, ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 3072, 0), x3, nullptr, nullptr, 0),
+             "must not be empty");
+}
+
+// K is bounded so that the int32 sum of K products of up to (-128) * (-128) = 16384 is exact:
+// K * 16384 <= 2^31 - 1, so K <= 131071. A larger K is rejected when the node is built (it used
+// to build and then find no kernel in the scheduler), for every input kind.
+TEST(Int8Limits, k_above_the_exact_int32_bound_is_rejected_at_build) {
+    EXPECT_EQ(SD_LINEAR_I8_MAX_K, 131071);
+    EXPECT_LE((int64_t) SD_LINEAR_I8_MAX_K * 16384, (int64_t) INT32_MAX);
+    EXPECT_GT((int64_t) (SD_LINEAR_I8_MAX_K + 1) * 16384, (int64_t) INT32_MAX);
+    ctx_holder h;
+    for (int64_t K : {(int64_t) 131072, (int64_t) 131073, (int64_t) 1 << 20}) {
+        SCOPED_TRACE("K=" + std::to_string(K));
+        ggml_tensor * w  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, 3);
+        ggml_tensor * xf = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, 2);
+        ggml_tensor * xi = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, 2);
+        ggml_tensor * xs = ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, 2);
+        ggml_tensor * q  = ggml_quantize_i8_convrot(h.ctx, xf, 1); // the quantizer has no such bound
+        ASSERT_NE(q, nullptr);
+        for (ggml_tensor * y : {ggml_mul_mat_i8_tensorwise(h.ctx, w, xf, nullptr, nullptr, 0),
+                                ggml_mul_mat_i8_tensorwise(h.ctx, w, q, nullptr, nullptr, 1),
+                                ggml_mul_mat_i8_tensorwise(h.ctx, w, xi, nullptr, nullptr, 0, xs)}) {
+            EXPECT_EQ(y, nullptr);
+            EXPECT_NE(std::string(ggml_ext_last_error()).find("131071"), std::string::npos) << ggml_ext_last_error();
+        }
+    }
+    ggml_tensor * w  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 131071, 3);
+    ggml_tensor * xi = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, 131071, 2);
+    ggml_tensor * y  = ggml_mul_mat_i8_tensorwise(h.ctx, w, xi, nullptr, nullptr, 0, ggml_new_tensor_1d(h.ctx, GGML_TYPE_F32, 2));
+    ASSERT_NE(y, nullptr) << ggml_ext_last_error();
+    EXPECT_TRUE(ggml_backend_supports_op(E().be, y));
+}
+
+// At the bound the sums are exact on every path: all -128 x -128 gives K * 16384 = 2^31 - 16384,
+// and 127 x -128 the most negative sum.
+TEST(Int8Limits, int32_sum_exact_at_the_largest_k) {
+    const int64_t K = SD_LINEAR_I8_MAX_K, N = 3, rows = 3;
+    std::mt19937  rng(8);
+    lcase         c{K, N, rows, 1, 0, true, true};
+    data          d = make_data(c, rng);
+    for (int64_t i = 0; i < K; ++i) {
+        d.xi[(size_t) i]           = -128;
+        d.xi[(size_t) (K + i)]     = 127;
+        d.xi[(size_t) (2 * K + i)] = (i % 3 == 0) ? -128 : 127;
+    }
+    std::fill(d.w.begin(), d.w.begin() + K, (int8_t) -128);
+    for (path p : test_paths()) {
+        path_scope ps(p);
+        SCOPED_TRACE(sd_int8::path_name(p));
         run_linear(c, K_I8, d, 2);
     }
 }
@@ -659,6 +932,34 @@ TEST(Int8Alias, quantize_output_overlapping_input) {
     }
 }
 
+TEST(Int8Registration, kernels_register_on_the_cpu_device) { EXPECT_TRUE(E().registered); }
+
+// A kernel name already taken on the device (here by a stand-in fusion kernel): the INT8
+// registration must fail, and so must sd_ggml_register_extensions(), on every later call too.
+// Runs in a fresh process, since registrations are process-wide and cannot be undone.
+int register_int8_with_its_name_taken() {
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    if (!dev) return 10;
+    ggml_ext_kernel_desc squatter{};
+    squatter.name    = "sd.cpu.linear_i8";
+    squatter.op      = GGML_OP_NONE;
+    squatter.match   = [](ggml_backend_dev_t, const ggml_cgraph *, int, void *) { return 0; };
+    squatter.execute = [](ggml_backend_t, const ggml_ext_nodes *, void *, void *, size_t, void *) {
+        return GGML_STATUS_FAILED;
+    };
+    if (!ggml_ext_register_kernel(dev, &squatter)) return 11;
+    if (sd_ggml_register_extensions()) return 12;
+    if (sd_ggml_register_extensions()) return 13;
+    if (sd_cpu_register_int8(dev)) return 14;
+    return 0;
+}
+
+TEST(Int8Registration, a_failed_kernel_registration_is_reported) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(exit(register_int8_with_its_name_taken()), ::testing::ExitedWithCode(0),
+                "sd int8: kernel registration failed: .*sd.cpu.linear_i8 is already registered");
+}
+
 struct abort_counter {
     int calls      = 0;
     int fire_after = 0; // returns true from this call on
@@ -700,6 +1001,65 @@ TEST(Int8Abort, cancellation_returns_aborted) {
         for (int64_t r = 0; r < rows; ++r) sx[r] = ref_quantize_row(&xv[r * K], K, 256, &qa[r * K]);
         ref_linear(qa.data(), sx.data(), wv.data(), nullptr, nullptr, rows, K, N, yr.data());
         EXPECT_EQ(yv, yr);
+    }
+}
+
+// Cancellation at groups above 256: the separate quantize node and both phases of the linear
+// (quantize, then GEMM) stop and report GGML_STATUS_ABORTED; the next run is exact. Every
+// parallel phase polls once when it starts, so the k-th poll (counted, never timed) falls at the
+// latest at the start of the k-th phase: the quantize node (1 phase), the F32-input linear
+// (2: quantize, GEMM), the quantize node then the packed-input linear (3).
+TEST(Int8Abort, cancellation_with_large_groups) {
+    const int64_t K = 4096, N = 32, rows = 129;
+    for (int G : {1024, 4096}) {
+        std::mt19937             rng(G);
+        const std::vector<float> xv = integer_row(K * rows, 50, rng);
+        std::vector<int8_t>      wv((size_t) (K * N));
+        for (auto & v : wv) v = (int8_t) (rng() % 255 - 127);
+        std::vector<int8_t> qa((size_t) (K * rows));
+        std::vector<float>  sx((size_t) rows), yr((size_t) (N * rows));
+        for (int64_t r = 0; r < rows; ++r) {
+            sx[(size_t) r] = ref_quantize_row(&xv[(size_t) (r * K)], K, G, &qa[(size_t) (r * K)]);
+        }
+        ref_linear(qa.data(), sx.data(), wv.data(), nullptr, nullptr, rows, K, N, yr.data());
+        for (path p : test_paths()) {
+            path_scope    ps(p);
+            ctx_holder    h;
+            ggml_tensor * w  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_I8, K, N);
+            ggml_tensor * x  = ggml_new_tensor_2d(h.ctx, GGML_TYPE_F32, K, rows);
+            ggml_tensor * q  = ggml_quantize_i8_convrot(h.ctx, x, G);
+            ASSERT_NE(q, nullptr) << ggml_ext_last_error();
+            ggml_tensor * y0 = ggml_mul_mat_i8_tensorwise(h.ctx, w, x, nullptr, nullptr, G);
+            ggml_tensor * y1 = ggml_mul_mat_i8_tensorwise(h.ctx, w, q, nullptr, nullptr, G);
+            ASSERT_NE(y0, nullptr);
+            ASSERT_NE(y1, nullptr);
+            h.alloc();
+            set(x, xv);
+            set(w, wv);
+            ggml_backend_cpu_set_n_threads(E().be, 2);
+            const struct {
+                const char *  what;
+                ggml_tensor * out;
+                int           phases;
+            } graphs[] = {{"quantize", q, 1}, {"F32-input linear", y0, 2}, {"quantize + packed-input linear", y1, 3}};
+            for (const auto & gr : graphs) {
+                ggml_cgraph * gf = ggml_new_graph(h.ctx);
+                ggml_build_forward_expand(gf, gr.out);
+                for (int fire = 0; fire < gr.phases; ++fire) {
+                    SCOPED_TRACE(std::string(sd_int8::path_name(p)) + " G=" + std::to_string(G) + " " + gr.what +
+                                 ", fire after " + std::to_string(fire) + " polls");
+                    abort_counter ac;
+                    ac.fire_after = fire;
+                    ggml_backend_cpu_set_abort_callback(E().be, abort_counter::cb, &ac);
+                    const ggml_status st = ggml_backend_graph_compute(E().be, gf);
+                    ggml_backend_cpu_set_abort_callback(E().be, nullptr, nullptr);
+                    EXPECT_EQ(st, GGML_STATUS_ABORTED);
+                }
+            }
+            ASSERT_EQ(compute(h.ctx, {y0, y1}), GGML_STATUS_SUCCESS);
+            EXPECT_EQ(get<float>(y0), yr);
+            EXPECT_EQ(get<float>(y1), yr);
+        }
     }
 }
 

@@ -221,6 +221,7 @@ TEST(Krea2Model, F32MatchesPlainReference) {
     }
 }
 
+#ifdef SD_MODEL_TEST_HAVE_CPU_KERNELS
 TEST(Krea2Model, Bf16AndInt8CloseToF32) {
     const krea2::config      c   = small_config();
     const std::vector<float> x   = krea2::synthetic_input(c, SEED);
@@ -279,6 +280,42 @@ TEST(Krea2Model, FusionSelectedWhenOn) {
     ASSERT_EQ(on.out.size(), off.out.size());
     EXPECT_EQ(0, memcmp(on.out.data(), off.out.data(), on.out.size() * sizeof(float)));
 }
+#else
+// Built without the sd CPU kernels (SD_CPU_EXTENSIONS=OFF): an INT8 model is refused with an
+// error naming the first node without a kernel (never the scheduler's abort), sd_rope_apply
+// is replaced by the native chain (F32MatchesPlainReference checks its result), and BF16 runs.
+TEST(Krea2Model, WithoutCpuKernelsInt8IsAClearError) {
+    const krea2::config c = small_config();
+    krea2::runner       r;
+    std::string         err;
+    ASSERT_TRUE(r.init(2, err)) << err;
+    krea2::synthetic_source src(SEED);
+    krea2::model            m;
+    ASSERT_TRUE(m.load(c, krea2::wtype::int8, &src, err)) << err;
+    krea2::runner::result res;
+    err.clear();
+    EXPECT_FALSE(r.forward(m, krea2::build_options{}, krea2::synthetic_input(c, SEED), krea2::synthetic_tvec(c, SEED),
+                           res, err));
+    EXPECT_NE(err.find("block 0: CPU has no kernel for node b0.quant(b0.attn_in) (sd.quantize_i8_convrot.v1)"),
+              std::string::npos) << err;
+    EXPECT_NE(err.find("SD_CPU_EXTENSIONS"), std::string::npos) << err;
+    krea2::runner::plan_info p;
+    err.clear();
+    EXPECT_FALSE(r.plan(m, krea2::build_options{}, 0, p, err));
+    EXPECT_NE(err.find("sd.quantize_i8_convrot.v1"), std::string::npos) << err;
+}
+
+TEST(Krea2Model, WithoutCpuKernelsRopeUsesTheNativeChain) {
+    const krea2::config c = small_config();
+    graph_run           g = run_graph(c, krea2::wtype::f32, true, true);
+    EXPECT_FALSE(g.plan.rope_ext);
+    EXPECT_EQ(count_op(g.plan, "sd.rope_apply.v1"), 0);
+    EXPECT_EQ(g.plan.n_ext + g.plan.n_fused, 0);
+    const std::vector<float> x = krea2::synthetic_input(c, SEED);
+    const double eb = krea2::rel_rms_update(run_graph(c, krea2::wtype::bf16, true, true).out, g.out, x);
+    EXPECT_LT(eb, 0.03);
+}
+#endif
 
 TEST(Krea2Model, PeLayout) {
     krea2::config c = small_config();
@@ -376,12 +413,29 @@ TEST(Sdx, HelpAndSmallRun) {
         EXPECT_EQ(r.rc, 0) << c;
         EXPECT_NE(r.out.find("usage: sdx"), std::string::npos) << c;
     }
-    tool_result r = sdx("run --hidden 256 --heads 2 --kv-heads 1 --mlp 512 --tokens 40 --blocks 1 --threads 2");
+    const std::string small = " --hidden 256 --heads 2 --kv-heads 1 --mlp 512 --tokens 40";
+#ifdef SD_MODEL_TEST_HAVE_CPU_KERNELS
+    tool_result r = sdx("run" + small + " --blocks 1 --threads 2");
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("check: relative RMS"), std::string::npos) << r.out;
-    r = sdx("inspect --json --hidden 256 --heads 2 --kv-heads 1 --mlp 512 --tokens 40");
+    r = sdx("inspect --json" + small);
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("\"fused_steps\": 8"), std::string::npos) << r.out;
+#else
+    // without the sd CPU kernels: INT8 (the default) is a one-line error, F32 runs natively
+    // (after the progress lines of loading the weights)
+    tool_result r = sdx("run" + small + " --blocks 1 --threads 2");
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("\nsdx: error: block 0: CPU has no kernel for node b0.quant(b0.attn_in)"), std::string::npos)
+        << r.err;
+    r = sdx("run --dtype f32" + small + " --blocks 1 --threads 2");
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("check: relative RMS"), std::string::npos) << r.out;
+    r = sdx("inspect --json --dtype f32" + small);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("\"fused_steps\": 0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"rope\": \"chain\""), std::string::npos) << r.out;
+#endif
 }
 
 } // namespace

@@ -468,8 +468,8 @@ TEST_F(malformed, rope_rejects_wrong_types_shapes_and_layouts) {
 
 TEST_F(malformed, quantize_rejects_bad_groups_types_and_layouts) {
     ASSERT_NE(ggml_quantize_i8_convrot(g.ctx, f32(256, 3), 256), nullptr);
-    expect_rejected(ggml_quantize_i8_convrot(g.ctx, f32(256, 3), 8), SD_OP_QUANTIZE_I8_CONVROT, "group must be 1, 4");
-    expect_rejected(ggml_quantize_i8_convrot(g.ctx, f32(256, 3), 512), SD_OP_QUANTIZE_I8_CONVROT, "group must be 1, 4");
+    expect_rejected(ggml_quantize_i8_convrot(g.ctx, f32(256, 3), 8), SD_OP_QUANTIZE_I8_CONVROT, "group must be a power of 4");
+    expect_rejected(ggml_quantize_i8_convrot(g.ctx, f32(256, 3), 512), SD_OP_QUANTIZE_I8_CONVROT, "group must be a power of 4");
     expect_rejected(ggml_quantize_i8_convrot(g.ctx, f32(96, 3), 64), SD_OP_QUANTIZE_I8_CONVROT, "does not divide K");
     expect_rejected(ggml_quantize_i8_convrot(g.ctx, typed(GGML_TYPE_F16, 64, 3), 4), SD_OP_QUANTIZE_I8_CONVROT,
                     "x must be F32");

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <dirent.h>
@@ -192,15 +191,15 @@ TEST(Threads, ExternalThreadpoolRunsOnAllThreads) {
 // ---------------------------------------------------------------------------------------------
 // abort
 
-struct timed_abort {
-    std::chrono::steady_clock::time_point start;
-    double                                after_ms;
-    std::atomic<int>                      polls{0};
+// Asks to stop on the `stop_at`-th poll of the abort callback: by count, never by time, so the
+// outcome does not depend on the machine's speed or load.
+struct counted_abort {
+    int              stop_at;
+    std::atomic<int> polls{0};
+    explicit counted_abort(int n) : stop_at(n) {}
     static bool cb(void * data) {
-        auto * t = (timed_abort *) data;
-        t->polls++;
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t->start).count();
-        return ms > t->after_ms;
+        auto * c = (counted_abort *) data;
+        return ++c->polls >= c->stop_at;
     }
 };
 
@@ -229,13 +228,13 @@ TEST(Abort, StopsALongGraphBetweenNodesAndBackendStaysUsable) {
     ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
     ASSERT_TRUE(ggml_gallocr_alloc_graph(galloc, g));
 
-    timed_abort ta;
-    ta.after_ms = 50;
-    ta.start    = std::chrono::steady_clock::now();
-    ggml_backend_cpu_set_abort_callback(be, timed_abort::cb, &ta);
+    // The executor polls at least once after every node, so the 10th poll comes well before the
+    // 401st node whatever the kernels' own polling does.
+    counted_abort ca(10);
+    ggml_backend_cpu_set_abort_callback(be, counted_abort::cb, &ca);
     EXPECT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_ABORTED);
     EXPECT_FALSE(tail_ran.load()) << "the last node ran: the graph was not aborted";
-    EXPECT_GT(ta.polls.load(), 0);
+    EXPECT_EQ(ca.polls.load(), 10) << "the callback was polled again after it asked to stop";
 
     // the same backend computes the next graph correctly (abort state does not stick)
     ggml_backend_cpu_set_abort_callback(be, nullptr, nullptr);
@@ -266,9 +265,10 @@ TEST(Abort, StopsInsideASingleLongMulMat) {
     ggml_backend_t be = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(be, 2);
     ggml_context * ctx = ggml_init({16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true});
-    // ~8.6 GFLOP in one node: seconds on two cores
-    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2048, 2048);
-    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2048, 1024);
+    // ~8.6 GFLOP in one node, as 8 matrices of 2048 x 1024 x 512: every kernel splits it into
+    // several work units per thread, each over 1 GFLOP (milliseconds even at AVX-512 peak).
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 2048, 1024);
+    ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 2048, 512, 8);
     ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors(ctx, be);
     fill_random(w, 6);
     fill_random(x, 7);
@@ -279,16 +279,20 @@ TEST(Abort, StopsInsideASingleLongMulMat) {
     ASSERT_TRUE(ggml_gallocr_alloc_graph(galloc, g));
     ggml_backend_tensor_memset(y, 0xFF, 0, ggml_nbytes(y)); // NaN sentinel
 
-    timed_abort ta;
-    ta.after_ms = 20;
-    ta.start    = std::chrono::steady_clock::now();
-    ggml_backend_cpu_set_abort_callback(be, timed_abort::cb, &ta);
-    EXPECT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_ABORTED);
+    // One node: the executor's own poll comes only after it. Thread 0 polls before each of its
+    // work units, at most once per millisecond of wall time; each unit is over a millisecond of
+    // CPU time and load only stretches wall time, so it polls before every unit from the second
+    // on, whatever the load. Its share is at least 8 units, so the 3rd poll (the stop) leaves
+    // some of its units unwritten, and no further poll may follow it.
+    counted_abort ca(3);
+    ggml_backend_cpu_set_abort_callback(be, counted_abort::cb, &ca);
+    EXPECT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_ABORTED)
+        << "the abort callback was only polled between nodes";
     const auto out = get_f32(y);
     size_t untouched = 0;
     for (float v : out) untouched += std::isnan(v);
     EXPECT_GT(untouched, 0u) << "every output element was written: the mul_mat was not stopped";
-    EXPECT_GT(ta.polls.load(), 1) << "the abort callback was only polled between nodes";
+    EXPECT_EQ(ca.polls.load(), 3) << "the callback was polled again after it asked to stop";
 
     ggml_gallocr_free(galloc);
     ggml_backend_buffer_free(wbuf);

@@ -11,6 +11,7 @@ extern "C" {
 
 typedef struct ggml_backend_buffer_type * ggml_backend_buffer_type_t;
 typedef struct ggml_backend_buffer *      ggml_backend_buffer_t;
+typedef struct ggml_backend *             ggml_backend_t;
 
 // Bump allocation inside an existing buffer.
 struct ggml_tallocr {
@@ -50,6 +51,15 @@ GGML_API size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_i
 
 // Whether the graph allocator may let `op` write into the storage of one of its inputs.
 GGML_API bool ggml_op_can_inplace(enum ggml_op op);
+
+// Utils (upstream declares these here, not in ggml-backend.h)
+// Allocate every tensor of a no_alloc context that has no data (views are initialised after).
+// Returns NULL if allocation fails or there is nothing to allocate.
+GGML_API size_t ggml_backend_alloc_ctx_tensors_from_buft_size(struct ggml_context * ctx,
+                                                              ggml_backend_buffer_type_t buft);
+GGML_API ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_context * ctx,
+                                                                         ggml_backend_buffer_type_t buft);
+GGML_API ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, ggml_backend_t backend);
 
 #ifdef __cplusplus
 }

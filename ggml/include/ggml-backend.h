@@ -17,10 +17,7 @@ typedef struct ggml_backend *             ggml_backend_t;
 typedef struct ggml_backend_reg *         ggml_backend_reg_t;
 typedef struct ggml_backend_device *      ggml_backend_dev_t;
 
-typedef struct {
-    uint8_t bytes[16];
-} ggml_guid;
-typedef ggml_guid * ggml_guid_t;
+// ggml_guid / ggml_guid_t are declared in ggml.h, as upstream does.
 
 // ---------------------------------------------------------------------------------------------
 // Buffer types
@@ -74,9 +71,9 @@ GGML_API void ggml_backend_tensor_set_async(ggml_backend_t backend, struct ggml_
 GGML_API void ggml_backend_tensor_get_async(ggml_backend_t backend, const struct ggml_tensor * tensor, void * data,
                                             size_t offset, size_t size);
 // requires identical layout (type, ne, nb)
-GGML_API void ggml_backend_tensor_copy(struct ggml_tensor * src, struct ggml_tensor * dst);
+GGML_API void ggml_backend_tensor_copy(const struct ggml_tensor * src, struct ggml_tensor * dst);
 GGML_API void ggml_backend_tensor_copy_async(ggml_backend_t backend_src, ggml_backend_t backend_dst,
-                                             struct ggml_tensor * src, struct ggml_tensor * dst);
+                                             const struct ggml_tensor * src, struct ggml_tensor * dst);
 
 // ---------------------------------------------------------------------------------------------
 // Backend (stream / executor)
@@ -172,6 +169,8 @@ struct ggml_backend_feature {
     const char * value;
 };
 typedef struct ggml_backend_feature * (*ggml_backend_get_features_t)(ggml_backend_reg_t reg);
+// multi-GPU split buffer type (upstream's CUDA/SYCL hook); no backend of ours answers it
+typedef ggml_backend_buffer_type_t (*ggml_backend_split_buffer_type_t)(int main_device, const float * tensor_split);
 
 // Registration of additional families/devices (duplicates are ignored).
 GGML_API void ggml_backend_register(ggml_backend_reg_t reg);
@@ -244,18 +243,17 @@ GGML_API void ggml_backend_sched_set_eval_callback(ggml_backend_sched_t sched, g
 // ---------------------------------------------------------------------------------------------
 // Utils
 
-// Allocate every tensor of a no_alloc context that has no data (views are initialised after).
-// Returns NULL if allocation fails or there is nothing to allocate.
-GGML_API ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_context * ctx,
-                                                                         ggml_backend_buffer_type_t buft);
-GGML_API size_t ggml_backend_alloc_ctx_tensors_from_buft_size(struct ggml_context * ctx,
-                                                              ggml_backend_buffer_type_t buft);
-GGML_API ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, ggml_backend_t backend);
+// ggml_backend_alloc_ctx_tensors(_from_buft)(_size) are declared in ggml-alloc.h, as upstream does.
 
 // CPU buffer type (always available): name "CPU", alignment 32, host memory.
 GGML_API ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void);
 // wraps caller memory (32-byte aligned; not freed by the buffer)
 GGML_API ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
+
+// Dynamic backend loading (upstream's GGML_BACKEND_DL): our backends are linked in and register
+// themselves, so these load nothing.
+GGML_API void ggml_backend_load_all(void);
+GGML_API void ggml_backend_load_all_from_path(const char * dir_path);
 
 #ifdef __cplusplus
 }

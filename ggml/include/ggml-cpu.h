@@ -80,11 +80,72 @@ GGML_API void    ggml_set_f32_1d(const struct ggml_tensor * tensor, int i, float
 GGML_API int32_t ggml_get_i32_1d(const struct ggml_tensor * tensor, int i);
 GGML_API void    ggml_set_i32_1d(const struct ggml_tensor * tensor, int i, int32_t value);
 
+// Upstream's remaining scalar helpers (issue 13): whole-tensor fill and n-d element access on
+// host memory; indices are per dimension, any strides.
+GGML_API struct ggml_tensor * ggml_set_i32(struct ggml_tensor * tensor, int32_t value);
+GGML_API struct ggml_tensor * ggml_set_f32(struct ggml_tensor * tensor, float value);
+GGML_API int32_t ggml_get_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_API void    ggml_set_i32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, int32_t value);
+GGML_API float   ggml_get_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3);
+GGML_API void    ggml_set_f32_nd(const struct ggml_tensor * tensor, int i0, int i1, int i2, int i3, float value);
+
+// Compute a graph whose tensors live in a context (no backend buffers) on a temporary CPU
+// backend with n_threads threads.
+GGML_API enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct ggml_cgraph * cgraph,
+                                                      int n_threads);
+
+// The rest of upstream's CPU feature queries (0 for features of other architectures).
+GGML_API int ggml_cpu_has_sse3(void);
+GGML_API int ggml_cpu_has_ssse3(void);
+GGML_API int ggml_cpu_has_avx(void);
+GGML_API int ggml_cpu_has_avx_vnni(void);
+GGML_API int ggml_cpu_has_bmi2(void);
+GGML_API int ggml_cpu_has_f16c(void);
+GGML_API int ggml_cpu_has_fma(void);
+GGML_API int ggml_cpu_has_avx512_vbmi(void);
+GGML_API int ggml_cpu_has_neon(void);
+GGML_API int ggml_cpu_has_arm_fma(void);
+GGML_API int ggml_cpu_has_fp16_va(void);
+GGML_API int ggml_cpu_has_dotprod(void);
+GGML_API int ggml_cpu_has_matmul_int8(void);
+GGML_API int ggml_cpu_has_sve(void);
+GGML_API int ggml_cpu_get_sve_cnt(void);
+GGML_API int ggml_cpu_has_sme(void);
+GGML_API int ggml_cpu_has_riscv_v(void);
+GGML_API int ggml_cpu_get_rvv_vlen(void);
+GGML_API int ggml_cpu_has_vsx(void);
+GGML_API int ggml_cpu_has_vxe(void);
+GGML_API int ggml_cpu_has_wasm_simd(void);
+GGML_API int ggml_cpu_has_llamafile(void);
+
 // Row converters
 GGML_API void ggml_cpu_fp32_to_fp16(const float * x, ggml_fp16_t * y, int64_t n);
 GGML_API void ggml_cpu_fp16_to_fp32(const ggml_fp16_t * x, float * y, int64_t n);
 GGML_API void ggml_cpu_fp32_to_bf16(const float * x, ggml_bf16_t * y, int64_t n);
 GGML_API void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n);
+
+// Kernel choice per op family (docs/architecture.md, "Kernel choice"): where two kernels with the
+// same semantics exist, a table of measured CPUs picks one. spec: NULL, "" or "auto" restores the
+// table's choice; a kernel name forces it for every family; "FAMILY=KERNEL,..." per family.
+// FAMILY: mul_mat_bf16 (BF16-weight GEMM), flash_attn (F16/BF16 K/V, GGML_PREC_DEFAULT);
+// KERNEL: f32fma (widened to F32, FMA), bf16dot (rounded to BF16, vdpbf16ps), auto.
+// The environment variable GGML_CPU_KERNEL takes the same syntax (read once, at first use).
+// Process-wide; call it between computations. Returns false and changes nothing for a spec it
+// cannot parse or a kernel this CPU cannot run.
+GGML_API bool         ggml_cpu_set_kernel_override(const char * spec);
+// The kernel a family uses now ("f32fma", "bf16dot"); NULL for an unknown family.
+GGML_API const char * ggml_cpu_get_kernel(const char * family);
+// Name of the kernel-table row that matched this CPU ("default (no measured row)" if none did).
+GGML_API const char * ggml_cpu_kernel_table_row(void);
+// The processor's model name (CPUID brand string, else /proc/cpuinfo).
+GGML_API const char * ggml_cpu_model_name(void);
+// The kernel table's key for this CPU: CPUID vendor string (13 bytes with the NUL; "" off x86),
+// display family and model, and the AVX512_BF16 / AMX-BF16 feature bits (CPUID and OS state).
+GGML_API void         ggml_cpu_get_identity(char vendor[13], unsigned * family, unsigned * model, bool * avx512_bf16,
+                                            bool * amx_bf16);
+// Which kernel the CPU backend runs for this node now, e.g. "avx512 bf16dot", "avx512 f32fma",
+// "portable" (MUL_MAT and FLASH_ATTN_EXT are specific; other ops say "default" or "portable").
+GGML_API const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu, const struct ggml_tensor * node);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,19 @@ extern "C" {
 #define GGML_MAX_DIMS 4
 #define GGML_MAX_SRC 10
 #define GGML_MAX_OP_PARAMS 64
-#define GGML_MAX_NAME 64
+
+// GGML_MAX_NAME sizes ggml_tensor::name, so it is part of the ABI. The library is built with the
+// value of the CMake cache variable GGML_MAX_NAME (upstream's 64 by default), recorded in the
+// generated ggml-build-config.h. A client that does not define it gets the library's value; a
+// client that defines a different value is stopped here instead of corrupting memory at run time
+// (stable-diffusion.cpp requires >= 128: install with -DGGML_MAX_NAME=160).
+#include "ggml-build-config.h"
+#ifndef GGML_MAX_NAME
+#define GGML_MAX_NAME GGML_BUILD_MAX_NAME
+#endif
+#if GGML_MAX_NAME != GGML_BUILD_MAX_NAME
+#error "GGML_MAX_NAME differs from the value this ggml library was built with (GGML_BUILD_MAX_NAME in ggml-build-config.h); rebuild ggml with -DGGML_MAX_NAME=<your value>"
+#endif
 #define GGML_MAX_N_THREADS 512
 #define GGML_DEFAULT_N_THREADS 4
 #define GGML_DEFAULT_GRAPH_SIZE 2048
@@ -42,6 +54,8 @@ extern "C" {
 #define GGML_EXIT_ABORTED 1
 
 #define GGML_PAD(x, n) (((x) + (n) - 1) & ~((n) - 1))
+
+#define GGML_UNUSED(x) (void) (x)
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -105,6 +119,10 @@ GGML_API void        ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int
 enum ggml_type {
     GGML_TYPE_F32   = 0,
     GGML_TYPE_F16   = 1,
+    GGML_TYPE_Q4_0  = 2, // block-quantized types declared with upstream's values; the kernels and
+    GGML_TYPE_Q4_1  = 3, // type traits for Q4_0/Q4_1/Q5_0/Q5_1 come with the GGUF issue (traits
+    GGML_TYPE_Q5_0  = 6, // report type_name NULL until then)
+    GGML_TYPE_Q5_1  = 7,
     GGML_TYPE_Q8_0  = 8,
     GGML_TYPE_I8    = 24,
     GGML_TYPE_I16   = 25,
@@ -180,6 +198,45 @@ enum ggml_op {
     GGML_OP_UNARY,
     GGML_OP_CUSTOM,
     GGML_OP_GLU,
+
+    // ops for diffusion clients (issue 13); appended so earlier values stay put
+    GGML_OP_IM2COL,
+    GGML_OP_IM2COL_3D,
+    GGML_OP_CONV_2D,
+    GGML_OP_CONV_2D_DW,
+    GGML_OP_CONV_3D,
+    GGML_OP_CONV_TRANSPOSE_1D,
+    GGML_OP_CONV_TRANSPOSE_2D,
+    GGML_OP_POOL_1D,
+    GGML_OP_POOL_2D,
+    GGML_OP_UPSCALE,
+    GGML_OP_GROUP_NORM,
+    GGML_OP_L2_NORM,
+    GGML_OP_CLAMP,
+    GGML_OP_LEAKY_RELU,
+    GGML_OP_LOG,
+    GGML_OP_SIN,
+    GGML_OP_COS,
+    GGML_OP_SUM,
+    GGML_OP_SUM_ROWS,
+    GGML_OP_MEAN,
+    GGML_OP_ARGMAX,
+    GGML_OP_ARGSORT,
+    GGML_OP_TOP_K,
+    GGML_OP_DIAG_MASK_INF,
+    GGML_OP_ACC,
+    GGML_OP_SET,
+    GGML_OP_ROLL,
+    GGML_OP_ADD_ID,
+    GGML_OP_MUL_MAT_ID,
+    GGML_OP_WIN_PART,
+    GGML_OP_WIN_UNPART,
+    GGML_OP_GET_REL_POS,
+    GGML_OP_ADD_REL_POS,
+    GGML_OP_SET_ROWS,
+    GGML_OP_MAP_CUSTOM1,
+    GGML_OP_MAP_CUSTOM2,
+    GGML_OP_MAP_CUSTOM3,
 
     GGML_OP_COUNT,
 };
@@ -269,6 +326,11 @@ static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
 
 struct ggml_context;
 struct ggml_cgraph;
+
+// Backend identifiers (upstream keeps these in ggml.h).
+typedef uint8_t     ggml_guid[16];
+typedef ggml_guid * ggml_guid_t;
+GGML_API bool ggml_guid_matches(ggml_guid_t guid_a, ggml_guid_t guid_b);
 
 struct ggml_init_params {
     size_t mem_size;   // bytes
@@ -592,6 +654,264 @@ GGML_API struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggm
 GGML_API struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
                                                   struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun,
                                                   int n_tasks, void * userdata);
+
+
+// ---------------------------------------------------------------------------------------------
+// Ops used by diffusion clients (stable-diffusion.cpp class; issue 13). Upstream's names,
+// argument order, op_params layouts and result shapes (see docs/architecture.md for where our
+// numerics deliberately differ). Image tensors are [W, H, C, N].
+
+#define GGML_ROPE_TYPE_MROPE  8
+#define GGML_ROPE_TYPE_VISION 24
+#define GGML_ROPE_TYPE_IMROPE 40
+#define GGML_MROPE_SECTIONS   4
+
+// Timers (monotonic clock). ggml_time_init is optional (kept for upstream compatibility).
+GGML_API void    ggml_time_init(void);
+GGML_API int64_t ggml_time_ms(void);
+GGML_API int64_t ggml_time_us(void);
+GGML_API int64_t ggml_cycles(void);
+GGML_API int64_t ggml_cycles_per_ms(void);
+
+// im2col: a = kernel (shape only), b = data. 2D: b [W, H, C, N], a [KW, KH, C, OC] ->
+// [C*KH*KW, OW, OH, N]; 1D: b [W, C, N], a [KW, C, OC] -> [C*KW, OW, N]. Element order within a
+// row: channel, then kernel row, then kernel column. Out-of-range taps read 0.
+// int32 slots 0..6 = s0, s1, p0, p1, d0, d1, is_2D. src = {a, b}.
+GGML_API struct ggml_tensor * ggml_im2col(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D,
+                                          enum ggml_type dst_type);
+// conv_1d / conv_2d: upstream's compositions im2col + mul_mat (+ permute/cont for 2D).
+// conv_1d: a [K, IC, OC], b [L, IC, N] -> [OL, OC, N] (im2col in F16, as upstream).
+// conv_2d: a [KW, KH, IC, OC], b [W, H, IC, N] -> [OW, OH, OC, N] (im2col in a's type).
+GGML_API struct ggml_tensor * ggml_conv_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                           int s0, int p0, int d0);
+GGML_API struct ggml_tensor * ggml_conv_1d_ph(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, int s, int d);
+GGML_API struct ggml_tensor * ggml_conv_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                           int s0, int s1, int p0, int p1, int d0, int d1);
+GGML_API struct ggml_tensor * ggml_conv_2d_sk_p0(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b);
+GGML_API struct ggml_tensor * ggml_conv_2d_s1_ph(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b);
+// Primitive CONV_2D (int32 slots 0..5 = s0, s1, p0, p1, d0, d1): a [KW, KH, IC, OC],
+// b [W, H, IC, N] -> [OW, OH, OC, N] of b's type. CPU: im2col tiles fed to the packed GEMM.
+GGML_API struct ggml_tensor * ggml_conv_2d_direct(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, int s0, int s1, int p0, int p1, int d0,
+                                                  int d1);
+// Depthwise: a [KW, KH, 1, C], b [W, H, C, N] -> [OW, OH, C, N]. conv_2d_dw is the im2col +
+// mul_mat composition; conv_2d_dw_direct the primitive CONV_2D_DW (slots as CONV_2D).
+GGML_API struct ggml_tensor * ggml_conv_2d_dw(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, int s0, int s1, int p0, int p1, int d0, int d1);
+GGML_API struct ggml_tensor * ggml_conv_2d_dw_direct(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                     struct ggml_tensor * b, int stride0, int stride1, int pad0,
+                                                     int pad1, int dilation0, int dilation1);
+// Depthwise 1D: a [K, 1, C], b [L, C, N] -> [OL, C, N] (composition, as upstream).
+GGML_API struct ggml_tensor * ggml_conv_1d_dw(struct ggml_context * ctx, struct ggml_tensor * a,
+                                              struct ggml_tensor * b, int s0, int p0, int d0);
+GGML_API struct ggml_tensor * ggml_conv_1d_dw_ph(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                 struct ggml_tensor * b, int s0, int d0);
+// Transposed: 1D a [K, OC, IC], b [L, IC] -> [(L-1)*s0 + K, OC] (p0 must be 0, d0 1; slots
+// s0, p0, d0). 2D a [KW, KH, OC, IC], b [W, H, IC, N] -> [(W-1)*s + KW, (H-1)*s + KH, OC, N]
+// (slot 0 = stride). F32 result.
+GGML_API struct ggml_tensor * ggml_conv_transpose_1d(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                     struct ggml_tensor * b, int s0, int p0, int d0);
+GGML_API struct ggml_tensor * ggml_conv_transpose_2d_p0(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                        struct ggml_tensor * b, int stride);
+
+// 3-D: a [KW, KH, KD, IC*OC], b [W, H, D, IC*N]. im2col_3d -> [IC*KD*KH*KW, OW, OH, OD*N]
+// (int32 slots 0..9 = s0, s1, s2, p0, p1, p2, d0, d1, d2, IC); conv_3d is upstream's
+// im2col_3d + mul_mat composition; conv_3d_direct the primitive CONV_3D (slots 0..11 = s0..d2,
+// IC, N, OC). Both give [OW, OH, OD, OC*N] (channel index oc + OC*n).
+GGML_API struct ggml_tensor * ggml_im2col_3d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                             int64_t IC, int s0, int s1, int s2, int p0, int p1, int p2, int d0,
+                                             int d1, int d2, enum ggml_type dst_type);
+GGML_API struct ggml_tensor * ggml_conv_3d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                           int64_t IC, int s0, int s1, int s2, int p0, int p1, int p2, int d0, int d1,
+                                           int d2);
+GGML_API struct ggml_tensor * ggml_conv_3d_direct(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, int s0, int s1, int s2, int p0, int p1,
+                                                  int p2, int d0, int d1, int d2, int n_channels, int n_batch,
+                                                  int n_channels_out);
+
+enum ggml_op_pool {
+    GGML_OP_POOL_MAX,
+    GGML_OP_POOL_AVG,
+    GGML_OP_POOL_COUNT,
+};
+// Pools over dim 0 (1D) or dims 0 and 1 (2D); F32 result. Padded taps are skipped by MAX and
+// count as zeros for AVG (divisor k0*k1). int32 slots: op, k0, (k1,) s0, (s1,) p0 (, p1).
+GGML_API struct ggml_tensor * ggml_pool_1d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op,
+                                           int k0, int s0, int p0);
+GGML_API struct ggml_tensor * ggml_pool_2d(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_op_pool op,
+                                           int k0, int k1, int s0, int s1, float p0, float p1);
+
+enum ggml_scale_mode {
+    GGML_SCALE_MODE_NEAREST  = 0,
+    GGML_SCALE_MODE_BILINEAR = 1,
+    GGML_SCALE_MODE_BICUBIC  = 2,
+
+    GGML_SCALE_MODE_COUNT
+};
+enum ggml_scale_flag {
+    GGML_SCALE_FLAG_ALIGN_CORNERS = (1 << 8)
+};
+// Resize (op UPSCALE, int32 slot 0 = mode | flags). Nearest applies to all four dims; bilinear
+// and bicubic interpolate dims 0 and 1 and take dims 2/3 by nearest. upscale multiplies ne0
+// and ne1 by scale_factor.
+GGML_API struct ggml_tensor * ggml_upscale(struct ggml_context * ctx, struct ggml_tensor * a, int scale_factor,
+                                           enum ggml_scale_mode mode);
+GGML_API struct ggml_tensor * ggml_upscale_ext(struct ggml_context * ctx, struct ggml_tensor * a, int ne0, int ne1,
+                                               int ne2, int ne3, enum ggml_scale_mode mode);
+GGML_API struct ggml_tensor * ggml_interpolate(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0,
+                                               int64_t ne1, int64_t ne2, int64_t ne3, uint32_t mode);
+
+// group_norm: per dim-3 index, groups of ceil(ne2/n_groups) channels along dim 2; mean/var over
+// ne0*ne1*channels (int32 slot 0 = n_groups, float slot 1 = eps).
+GGML_API struct ggml_tensor * ggml_group_norm(struct ggml_context * ctx, struct ggml_tensor * a, int n_groups,
+                                              float eps);
+GGML_API struct ggml_tensor * ggml_group_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                      int n_groups, float eps);
+// l2_norm: per row x / max(||x||, eps) (float slot 0 = eps).
+GGML_API struct ggml_tensor * ggml_l2_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+GGML_API struct ggml_tensor * ggml_l2_norm_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+
+// Zero padding on both ends of each dim; the _circular forms wrap around (int32 slot 8 = 1).
+GGML_API struct ggml_tensor * ggml_pad_circular(struct ggml_context * ctx, struct ggml_tensor * a, int p0, int p1,
+                                                int p2, int p3);
+GGML_API struct ggml_tensor * ggml_pad_ext_circular(struct ggml_context * ctx, struct ggml_tensor * a, int lp0,
+                                                    int rp0, int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
+
+// Elementwise (same type and shape as a; _inplace variants return a view of a).
+// clamp is always in place, as upstream (float slots 0, 1 = min, max).
+GGML_API struct ggml_tensor * ggml_clamp(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
+// out = x > 0 ? x : slope * x (op LEAKY_RELU, float slot 0 = slope)
+GGML_API struct ggml_tensor * ggml_leaky_relu(struct ggml_context * ctx, struct ggml_tensor * a, float negative_slope,
+                                              bool inplace);
+GGML_API struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_log_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sin(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sin_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cos(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_cos_inplace(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Reductions: sum -> [1] (a's type); sum_rows -> [1, ne1, ne2, ne3] (a's type); mean -> same
+// shape, F32; argmax (a matrix) -> I32 [ne1].
+GGML_API struct ggml_tensor * ggml_sum(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);
+GGML_API struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
+
+// Row sorting: argsort -> I32 indices of a's shape (int32 slot 0 = order; ties keep index
+// order). argsort_top_k = the first k columns of a descending argsort (a view); top_k -> I32
+// [k, ne1, ne2, ne3], the indices of the k largest per row, largest first.
+enum ggml_sort_order {
+    GGML_SORT_ORDER_ASC,
+    GGML_SORT_ORDER_DESC,
+};
+GGML_API struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a,
+                                           enum ggml_sort_order order);
+GGML_API struct ggml_tensor * ggml_argsort_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+GGML_API struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+
+// Elements with i0 > n_past + i1 become -inf (int32 slot 0 = n_past).
+GGML_API struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
+GGML_API struct ggml_tensor * ggml_diag_mask_inf_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                         int n_past);
+
+// dst = a; view(dst, nb1, nb2, nb3, offset) += b (acc) or = b (set). Strides and offset in bytes
+// (int32 slots 0..4 = nb1, nb2, nb3, offset, inplace).
+GGML_API struct ggml_tensor * ggml_acc(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                       size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_acc_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, size_t nb1, size_t nb2, size_t nb3,
+                                               size_t offset);
+GGML_API struct ggml_tensor * ggml_set(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                       size_t nb1, size_t nb2, size_t nb3, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, size_t nb1, size_t nb2, size_t nb3,
+                                               size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          size_t offset);
+GGML_API struct ggml_tensor * ggml_set_1d_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          size_t nb1, size_t offset);
+GGML_API struct ggml_tensor * ggml_set_2d_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                  struct ggml_tensor * b, size_t nb1, size_t offset);
+
+// out[i] = a[(i - shift) mod ne] per dim (int32 slots 0..3 = shifts).
+GGML_API struct ggml_tensor * ggml_roll(struct ggml_context * ctx, struct ggml_tensor * a, int shift0, int shift1,
+                                        int shift2, int shift3);
+
+// dst[i0, i1, i2] = a[i0, i1, i2] + b[i0, ids[i1, i2]] (ids I32)
+GGML_API struct ggml_tensor * ggml_add_id(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                          struct ggml_tensor * ids);
+// as [K, N, n_expert], b [K, n_b, n_tokens] (n_b 1 or n_used), ids I32 [n_used, n_tokens] ->
+// F32 [N, n_used, n_tokens]: out[:, e, t] = as[:, :, ids[e, t]] x b[:, e % n_b, t]
+GGML_API struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tensor * as,
+                                              struct ggml_tensor * b, struct ggml_tensor * ids);
+
+// Writes the rows of b into a at row indices c (I64 or I32, broadcast over dims 2/3 by modulo);
+// returns a view of a. src = {b, c, a}.
+GGML_API struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                            struct ggml_tensor * c);
+
+// Sinks (F32 [n_head]): an extra logit per head in the softmax normaliser (src[2] / src[4]).
+// Multi-section RoPE (mode GGML_ROPE_TYPE_MROPE / IMROPE / VISION): b holds 4*a.ne2 positions
+// (t, h, w, e blocks); sections[k] counts the rotated pairs that take component k's position
+// (MROPE: contiguous runs, IMROPE: interleaved t,h,w; VISION: contiguous runs whose frequency
+// index restarts in each section and pairs (i, i + n_dims), n_dims = head_dim/2). NEOX pairing
+// otherwise. int32 slots as rope_ext plus 11..14 = sections.
+GGML_API struct ggml_tensor * ggml_rope_multi(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                              struct ggml_tensor * c, int n_dims, int sections[GGML_MROPE_SECTIONS],
+                                              int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                                              float ext_factor, float attn_factor, float beta_fast, float beta_slow);
+GGML_API struct ggml_tensor * ggml_rope_multi_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                      struct ggml_tensor * b, struct ggml_tensor * c, int n_dims,
+                                                      int sections[GGML_MROPE_SECTIONS], int mode, int n_ctx_orig,
+                                                      float freq_base, float freq_scale, float ext_factor,
+                                                      float attn_factor, float beta_fast, float beta_slow);
+
+// SAM-style windows (F32): win_part pads a [C, W, H, 1] with zeros to multiples of w and cuts it
+// into [C, w, w, npx*npy] (int32 slots npx, npy, w); win_unpart reverses it to [C, w0, h0, 1].
+GGML_API struct ggml_tensor * ggml_win_part(struct ggml_context * ctx, struct ggml_tensor * a, int w);
+GGML_API struct ggml_tensor * ggml_win_unpart(struct ggml_context * ctx, struct ggml_tensor * a, int w0, int h0, int w);
+// get_rel_pos: a [C, 2*qh - 1] -> F16 [C, kh, qh], out[c, k, q] = a[c, (kh - 1 - k) + q] (qh == kh).
+// add_rel_pos: a [K*K, q, B] += ph[kh, q, B] + pw[kw, q, B] at element kh*K + kw (F32, contiguous).
+GGML_API struct ggml_tensor * ggml_get_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, int qh, int kh);
+GGML_API struct ggml_tensor * ggml_add_rel_pos(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * pw,
+                                               struct ggml_tensor * ph);
+GGML_API struct ggml_tensor * ggml_add_rel_pos_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * pw, struct ggml_tensor * ph);
+
+GGML_API void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
+GGML_API void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
+
+// Custom CPU maps (ops MAP_CUSTOM1..3): result = dup of a (or a view of a); op_params hold
+// {fun, n_tasks, userdata} like ggml_custom_4d. The callback runs once per worker thread.
+typedef void (*ggml_custom1_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a, int ith, int nth,
+                                  void * userdata);
+typedef void (*ggml_custom2_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a,
+                                  const struct ggml_tensor * b, int ith, int nth, void * userdata);
+typedef void (*ggml_custom3_op_t)(struct ggml_tensor * dst, const struct ggml_tensor * a,
+                                  const struct ggml_tensor * b, const struct ggml_tensor * c, int ith, int nth,
+                                  void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom1_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       ggml_custom1_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks,
+                                               void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom2_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * b, ggml_custom2_op_t fun, int n_tasks,
+                                                       void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3(struct ggml_context * ctx, struct ggml_tensor * a,
+                                               struct ggml_tensor * b, struct ggml_tensor * c,
+                                               ggml_custom3_op_t fun, int n_tasks, void * userdata);
+GGML_API struct ggml_tensor * ggml_map_custom3_inplace(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       struct ggml_tensor * b, struct ggml_tensor * c,
+                                                       ggml_custom3_op_t fun, int n_tasks, void * userdata);
 
 // ---------------------------------------------------------------------------------------------
 // Graphs

@@ -365,6 +365,8 @@ bool ggml_op_can_inplace(enum ggml_op op) {
         case GGML_OP_ROPE:
         case GGML_OP_RMS_NORM:
         case GGML_OP_SOFT_MAX:
+        case GGML_OP_LOG:           // client ops (issue 13): upstream's list; the kernels are alias-safe
+        case GGML_OP_DIAG_MASK_INF:
             return true;
         default:
             return false;

@@ -39,7 +39,7 @@ struct effects {
 effects effects_of(const struct ggml_tensor * t) {
     effects e{};
     // Extension nodes are pure by contract; user CUSTOM callbacks may touch anything.
-    e.known = !(t->op == GGML_OP_CUSTOM && !ggml_ext_is_ext_node(t));
+    e.known = !(t->op == GGML_OP_CUSTOM && !ggml_ext_is_ext_node(t)) && !ggml_op_is_map_custom(t->op);
     if (!e.known) return e;
     e.writes = !ggml_op_is_empty(t->op);
     if (e.writes) e.write = storage_of(t);

@@ -88,7 +88,7 @@ bool ggml_ext_fusion_is_legal(const struct ggml_cgraph * graph, int first, int n
             return reject("node %d (%s) is not marked for computation", j, t->name);
         }
         if (t->op == GGML_OP_NONE) return reject("node %d (%s) has op NONE", j, t->name);
-        if (t->op == GGML_OP_CUSTOM && !ggml_ext_is_ext_node(t)) {
+        if ((t->op == GGML_OP_CUSTOM && !ggml_ext_is_ext_node(t)) || ggml_op_is_map_custom(t->op)) {
             return reject("node %d (%s) is a user CUSTOM callback with unknown side effects", j, t->name);
         }
     }

@@ -191,7 +191,7 @@ enum ggml_status ggml_ext_plan_compute(struct ggml_ext_plan * plan, ggml_backend
             const ggml_ext_nodes         nodes = {plan->graph->nodes + s.first, s.n_nodes};
             const bool                   ws    = s.workspace > 0;
             st = d.execute(backend, &nodes, s.state, ws ? workspace : nullptr, ws ? workspace_bytes : 0, d.user_data);
-            if (st != GGML_STATUS_SUCCESS) {
+            if (st != GGML_STATUS_SUCCESS && st != GGML_STATUS_ABORTED) { // an abort was asked for, not a failure
                 GGML_LOG_ERROR("%s: kernel %s failed on %s (status %d)\n", __func__, d.name,
                                nodes.nodes[nodes.n_nodes - 1]->name, (int) st);
             }

@@ -39,7 +39,14 @@ static inline void ggml_set_op_params_f32(struct ggml_tensor * t, int i, float v
     memcpy(&t->op_params[i], &v, sizeof(float));
 }
 
+// User callbacks whose side effects are unknown (ggml_map_custom1..3); GGML_OP_CUSTOM nodes are
+// such callbacks unless they are extension nodes.
+static inline bool ggml_op_is_map_custom(enum ggml_op op) {
+    return op == GGML_OP_MAP_CUSTOM1 || op == GGML_OP_MAP_CUSTOM2 || op == GGML_OP_MAP_CUSTOM3;
+}
+
 // Custom-op parameters stored at byte 0 of op_params (upstream layout: fn, n_tasks, userdata).
+// MAP_CUSTOM1..3 use the same layout with their own callback type in `fun`.
 struct ggml_custom_op_params {
     ggml_custom_op_t fun;
     int              n_tasks;

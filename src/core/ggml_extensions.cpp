@@ -47,8 +47,9 @@ int64_t pad4(int64_t n) {
     return (n + 3) / 4 * 4;
 }
 
+// Every power of 4 (1 = no rotation); whether it divides K is checked separately.
 bool valid_convrot_group(int64_t g) {
-    return g == 1 || g == 4 || g == 16 || g == 64 || g == 256;
+    return g >= 1 && (g & (g - 1)) == 0 && (g & 0x5555555555555555LL) != 0;
 }
 
 // The packed ConvRot activation's row count: quantized rows padded to 4, then room for the scales.
@@ -108,7 +109,8 @@ bool quantize_infer(const ggml_tensor * const * src, int n_src, const void * att
     if (x->type != GGML_TYPE_F32) return fail(err, err_size, "x must be F32, got %s", tname(x));
     if (!ggml_is_contiguous(x)) return fail(err, err_size, "x must be contiguous");
     if (!valid_convrot_group(a.group)) {
-        return fail(err, err_size, "group must be 1, 4, 16, 64 or 256, got %d", a.group);
+        return fail(err, err_size, "group must be a power of 4 (1, 4, 16, ..., 256, 1024, ...; 1 = no rotation), got %d",
+                    a.group);
     }
     const int64_t K = x->ne[0];
     if (K < 1 || K % a.group != 0) {
@@ -164,6 +166,14 @@ bool linear_infer(const ggml_tensor * const * src, int n_src, const void * attrs
     if (!ggml_is_contiguous(w)) return fail(err, err_size, "weight must be contiguous");
     if (w->ne[2] != 1 || w->ne[3] != 1) return fail(err, err_size, "weight must be 2-D [K, N]");
     const int64_t K = w->ne[0], N = w->ne[1];
+    if (K < 1 || N < 1) {
+        return fail(err, err_size, "weight [K, N] must not be empty, got [%lld, %lld]", (long long) K, (long long) N);
+    }
+    if (K > SD_LINEAR_I8_MAX_K) {
+        return fail(err, err_size,
+                    "weight K = %lld exceeds %d: the exact int32 sum of K products of up to 128 * 128 would overflow",
+                    (long long) K, SD_LINEAR_I8_MAX_K);
+    }
 
     for (int d = 0; d < 3; ++d) {
         if (a.out_ne[d] < 1) return fail(err, err_size, "out_ne[%d] = %lld must be >= 1", d, (long long) a.out_ne[d]);
@@ -178,7 +188,9 @@ bool linear_infer(const ggml_tensor * const * src, int n_src, const void * attrs
             }
             if (!ggml_is_contiguous(input)) return fail(err, err_size, "F32 input must be contiguous");
             if (a.group != 0 && !valid_convrot_group(a.group)) {
-                return fail(err, err_size, "ConvRot group must be 0, 1, 4, 16, 64 or 256, got %d", a.group);
+                return fail(err, err_size,
+                            "ConvRot group must be 0 (none) or a power of 4 (1, 4, 16, ..., 256, 1024, ...), got %d",
+                            a.group);
             }
             if (a.group > 1 && K % a.group != 0) {
                 return fail(err, err_size, "ConvRot group %d does not divide K = %lld", a.group, (long long) K);

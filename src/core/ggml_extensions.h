@@ -49,13 +49,17 @@ struct sd_rope_apply_attrs {
 // [K, pad4(rows) + ceil(rows*4/K)]: quantized rows, zero rows to pad4(rows), then rows F32 scales
 // at byte offset K*pad4(rows) (int8-convrot-facts.md).
 struct sd_quantize_i8_attrs {
-    int32_t group; // 1, 4, 16, 64 or 256 (1 = no rotation); divides K
+    int32_t group; // a power of 4 (1, 4, 16, 64, 256, 1024, 4096, 16384, ...; 1 = no rotation) dividing K
 };
 
 // sd.linear_i8.v1: src weight I8 [K, N] contiguous, input, then the present optional sources in
 // this order: weight_scale F32 (N values: [N], [1, N] or [N, 1]), bias F32 [N], input_scale F32
 // (one per row). Output F32 [N, out_ne[0], out_ne[1], out_ne[2]].
 // y = ((float(acc) * s_x[r]) * s_w[o]) + b[o], steps skipped when absent.
+// K is at most SD_LINEAR_I8_MAX_K: acc is an exact 32-bit integer sum of K products, each as large
+// as (-128) * (-128) = 16384 (plain I8 activations and weights may hold -128), so
+// K * 16384 <= 2^31 - 1. A larger K is rejected when the node is built.
+#define SD_LINEAR_I8_MAX_K 131071
 enum sd_linear_i8_input_kind {
     SD_LINEAR_I8_INPUT_F32    = 0, // F32 [K, rows...] contiguous, quantized (rotated when group > 1)
     SD_LINEAR_I8_INPUT_PACKED = 1, // an sd.quantize_i8_convrot.v1 node (its own row scales)
@@ -68,7 +72,8 @@ enum sd_linear_i8_flags {
 };
 struct sd_linear_i8_attrs {
     int32_t input_kind; // enum sd_linear_i8_input_kind
-    int32_t group;      // kind 0: ConvRot group (0 or 1 = none); kind 1: group of the packed input
+    int32_t group;      // kind 0: ConvRot group, 0 or a power of 4 dividing K (0 or 1 = none);
+                        // kind 1: group of the packed input
     int32_t flags;      // enum sd_linear_i8_flags
     int32_t pad_;
     int64_t out_ne[3];  // output ne1, ne2, ne3 (the activation's row shape)

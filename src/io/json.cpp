@@ -1,5 +1,6 @@
 #include "io/json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -21,28 +22,70 @@ namespace {
 
 constexpr int k_max_depth = 128;
 
+// Below this many keys an object is checked for duplicates on each insertion (exact offset in
+// the message); from it on, once at the end by sorting (O(k log k) instead of O(k^2)).
+constexpr size_t k_linear_key_check = 8;
+
+// Decodes the UTF-8 sequence at s[pos] (shortest form, no surrogates, <= U+10FFFF); returns its
+// length, or 0 when it is not valid. The one definition of valid UTF-8 for parser and writers.
+size_t utf8_sequence(const unsigned char * s, size_t avail) {
+    const unsigned char c0 = s[0];
+    if (c0 < 0x80) return 1;
+    size_t len = 0; uint32_t cp = 0;
+    if (c0 >= 0xC2 && c0 <= 0xDF) { len = 2; cp = c0 & 0x1F; }
+    else if (c0 >= 0xE0 && c0 <= 0xEF) { len = 3; cp = c0 & 0x0F; }
+    else if (c0 >= 0xF0 && c0 <= 0xF4) { len = 4; cp = c0 & 0x07; }
+    else return 0;
+    if (avail < len) return 0;
+    for (size_t k = 1; k < len; ++k) {
+        if ((s[k] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[k] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;
+    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+    if (cp > 0x10FFFF) return 0;
+    return len;
+}
+
 class parser {
   public:
-    parser(const char * p, size_t n) : s_(p), n_(n) {}
+    parser(const char * p, size_t n, handler & h, parse_stats & st) : s_(p), n_(n), h_(h), st_(st) {}
 
-    bool run(value & out, std::string & err) {
+    bool run(std::string & err) {
         skip_ws();
-        if (!parse_value(out, 0)) { err = err_; return false; }
+        if (!parse_value(0)) { err = err_; return false; }
         skip_ws();
         if (pos_ != n_) { fail("unexpected trailing characters after the JSON value"); err = err_; return false; }
         return true;
     }
 
   private:
-    const char * s_;
-    size_t       n_;
-    size_t       pos_ = 0;
-    std::string  err_;
+    const char *  s_;
+    size_t        n_;
+    handler &     h_;
+    parse_stats & st_;
+    size_t        pos_ = 0;
+    std::string   err_;
+
+    // The keys of every open object, innermost last: their bytes in one buffer and (offset,
+    // length) refs, so memory is the key bytes plus 16 bytes a key, whatever the nesting.
+    struct key_ref { size_t off, len; };
+    std::string          key_bytes_;
+    std::vector<key_ref> keys_;
+
+    std::string key_at(size_t k) const { return key_bytes_.substr(keys_[k].off, keys_[k].len); }
+    bool        key_equal(size_t a, size_t b) {
+        ++st_.key_comparisons;
+        return keys_[a].len == keys_[b].len &&
+               key_bytes_.compare(keys_[a].off, keys_[a].len, key_bytes_, keys_[b].off, keys_[b].len) == 0;
+    }
 
     bool fail(const std::string & msg) {
         if (err_.empty()) err_ = "offset " + std::to_string(pos_) + ": " + msg;
         return false;
     }
+    // The handler refused: its message is the error, ours stays empty.
+    static bool stopped() { return false; }
     bool at_end() const { return pos_ >= n_; }
     char peek() const { return s_[pos_]; }
 
@@ -63,19 +106,26 @@ class parser {
         return true;
     }
 
-    bool parse_value(value & v, int depth) {
+    bool emit(value && v) { return h_.scalar(std::move(v)) ? true : stopped(); }
+
+    bool parse_value(int depth) {
         if (depth > k_max_depth) return fail("nesting deeper than " + std::to_string(k_max_depth));
         if (at_end()) return fail("unexpected end of input, expected a value");
+        ++st_.values;
         const char c = peek();
+        value      v;
         switch (c) {
-            case '{': return parse_object(v, depth);
-            case '[': return parse_array(v, depth);
-            case '"': v.k = value::kind::string; return parse_string(v.str);
-            case 't': v.k = value::kind::boolean; v.b = true; return expect_literal("true");
-            case 'f': v.k = value::kind::boolean; v.b = false; return expect_literal("false");
-            case 'n': v.k = value::kind::null; return expect_literal("null");
+            case '{': return parse_object(depth);
+            case '[': return parse_array(depth);
+            case '"':
+                v.k = value::kind::string;
+                if (!parse_string(v.str)) return false;
+                return emit(std::move(v));
+            case 't': v.k = value::kind::boolean; v.b = true; return expect_literal("true") && emit(std::move(v));
+            case 'f': v.k = value::kind::boolean; v.b = false; return expect_literal("false") && emit(std::move(v));
+            case 'n': v.k = value::kind::null; return expect_literal("null") && emit(std::move(v));
             default:
-                if (c == '-' || (c >= '0' && c <= '9')) return parse_number(v);
+                if (c == '-' || (c >= '0' && c <= '9')) return parse_number(v) && emit(std::move(v));
                 return fail(std::string("unexpected character '") + printable(c) + "'");
         }
     }
@@ -88,46 +138,95 @@ class parser {
         return buf;
     }
 
-    bool parse_object(value & v, int depth) {
-        v.k = value::kind::object;
+    // A key in a message: control characters escaped so they never reach a terminal raw.
+    static std::string printable_key(const std::string & k) {
+        std::string o;
+        for (const char c : k) {
+            const unsigned char u = (unsigned char) c;
+            o += (u < 0x20 || u == 0x7f || c == '\\') ? (c == '\\' ? std::string("\\\\") : printable(c)) : std::string(1, c);
+        }
+        return o;
+    }
+
+    // Keys [first, keys_.size()) belong to the object just closed: any two equal?
+    bool check_duplicates_sorted(size_t first) {
+        const size_t          k = keys_.size() - first;
+        std::vector<uint32_t> order(k);
+        for (size_t j = 0; j < k; ++j) order[j] = (uint32_t) (first + j);
+        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+            ++st_.key_comparisons;
+            return key_bytes_.compare(keys_[a].off, keys_[a].len, key_bytes_, keys_[b].off, keys_[b].len) < 0;
+        });
+        for (size_t j = 1; j < k; ++j) {
+            if (key_equal(order[j - 1], order[j])) return fail("duplicate object key \"" + printable_key(key_at(order[j])) + "\"");
+        }
+        return true;
+    }
+
+    bool parse_object(int depth) {
         ++pos_; // '{'
+        if (!h_.begin_object()) return stopped();
+        const size_t first = keys_.size();
+        const size_t bytes = key_bytes_.size();
+        auto         close = [&](bool ok) {
+            keys_.resize(first);
+            key_bytes_.resize(bytes);
+            return ok;
+        };
         skip_ws();
-        if (!at_end() && peek() == '}') { ++pos_; return true; }
+        if (!at_end() && peek() == '}') {
+            ++pos_;
+            return h_.end_object() ? true : stopped();
+        }
+        std::string key;
         for (;;) {
             skip_ws();
-            if (at_end() || peek() != '"') return fail("expected a string key in object");
-            std::string key;
-            if (!parse_string(key)) return false;
-            for (const auto & kv : v.obj) {
-                if (kv.first == key) return fail("duplicate object key \"" + key + "\"");
+            if (at_end() || peek() != '"') return close(fail("expected a string key in object"));
+            if (!parse_string(key)) return close(false);
+            keys_.push_back({key_bytes_.size(), key.size()});
+            key_bytes_ += key;
+            const size_t count = keys_.size() - first;
+            if (count <= k_linear_key_check) {
+                for (size_t j = first; j + 1 < keys_.size(); ++j) {
+                    if (key_equal(j, keys_.size() - 1)) return close(fail("duplicate object key \"" + printable_key(key) + "\""));
+                }
             }
             skip_ws();
-            if (at_end() || peek() != ':') return fail("expected ':' after object key");
+            if (at_end() || peek() != ':') return close(fail("expected ':' after object key"));
             ++pos_;
             skip_ws();
-            v.obj.emplace_back(std::move(key), value());
-            if (!parse_value(v.obj.back().second, depth + 1)) return false;
+            if (!h_.key(key)) return close(stopped());
+            if (!parse_value(depth + 1)) return close(false);
             skip_ws();
-            if (at_end()) return fail("unexpected end of input inside object");
+            if (at_end()) return close(fail("unexpected end of input inside object"));
             if (peek() == ',') { ++pos_; continue; }
-            if (peek() == '}') { ++pos_; return true; }
-            return fail("expected ',' or '}' in object");
+            if (peek() == '}') {
+                ++pos_;
+                if (keys_.size() - first > k_linear_key_check && !check_duplicates_sorted(first)) return close(false);
+                return close(h_.end_object() ? true : stopped());
+            }
+            return close(fail("expected ',' or '}' in object"));
         }
     }
 
-    bool parse_array(value & v, int depth) {
-        v.k = value::kind::array;
+    bool parse_array(int depth) {
         ++pos_; // '['
+        if (!h_.begin_array()) return stopped();
         skip_ws();
-        if (!at_end() && peek() == ']') { ++pos_; return true; }
+        if (!at_end() && peek() == ']') {
+            ++pos_;
+            return h_.end_array() ? true : stopped();
+        }
         for (;;) {
             skip_ws();
-            v.arr.emplace_back();
-            if (!parse_value(v.arr.back(), depth + 1)) return false;
+            if (!parse_value(depth + 1)) return false;
             skip_ws();
             if (at_end()) return fail("unexpected end of input inside array");
             if (peek() == ',') { ++pos_; continue; }
-            if (peek() == ']') { ++pos_; return true; }
+            if (peek() == ']') {
+                ++pos_;
+                return h_.end_array() ? true : stopped();
+            }
             return fail("expected ',' or ']' in array");
         }
     }
@@ -278,18 +377,91 @@ class parser {
     }
 };
 
+// Builds the tree of parse(): each value goes into the innermost open container.
+class tree_builder : public handler {
+  public:
+    explicit tree_builder(value & root) : root_(root) {}
+
+    bool begin_object() override { open(value::kind::object); return true; }
+    bool begin_array() override { open(value::kind::array); return true; }
+    bool end_object() override { stack_.pop_back(); return true; }
+    bool end_array() override { stack_.pop_back(); return true; }
+    bool key(const std::string & k) override {
+        stack_.back()->obj.emplace_back(k, value());
+        return true;
+    }
+    bool scalar(value && v) override {
+        *slot() = std::move(v);
+        return true;
+    }
+
+  private:
+    value &              root_;
+    bool                 root_used_ = false;
+    // Open containers, innermost last. A parent never grows while a child is open (the child
+    // is its last element), so these pointers stay valid.
+    std::vector<value *> stack_;
+
+    value * slot() {
+        if (stack_.empty()) {
+            root_used_ = true;
+            return &root_;
+        }
+        value * top = stack_.back();
+        if (top->k == value::kind::array) {
+            top->arr.emplace_back();
+            return &top->arr.back();
+        }
+        return &top->obj.back().second;
+    }
+    void open(value::kind k) {
+        value * v = slot();
+        v->k      = k;
+        stack_.push_back(v);
+    }
+};
+
 } // namespace
 
-bool parse(const char * data, size_t n, value & out, std::string & err) {
+bool parse_events(const char * data, size_t n, handler & h, std::string & err, parse_stats * stats) {
+    parse_stats local;
+    parser      p(data, n, h, stats ? *stats : local);
+    err.clear();
+    return p.run(err);
+}
+
+bool parse(const char * data, size_t n, value & out, std::string & err, parse_stats * stats) {
     out = value();
-    parser p(data, n);
-    return p.run(out, err);
+    tree_builder b(out);
+    return parse_events(data, n, b, err, stats);
+}
+
+bool is_valid_utf8(const std::string & s) {
+    const unsigned char * p = (const unsigned char *) s.data();
+    for (size_t i = 0; i < s.size();) {
+        const size_t len = utf8_sequence(p + i, s.size() - i);
+        if (len == 0) return false;
+        i += len;
+    }
+    return true;
 }
 
 void append_quoted(std::string & out, const std::string & s) {
     out += '"';
-    for (const char ch : s) {
-        const unsigned char c = (unsigned char) ch;
+    const unsigned char * p = (const unsigned char *) s.data();
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = p[i];
+        if (c >= 0x80) {
+            const size_t len = utf8_sequence(p + i, s.size() - i);
+            if (len == 0) {
+                out += "\xEF\xBF\xBD"; // U+FFFD for one byte that is not valid UTF-8
+                ++i;
+            } else {
+                out.append(s, i, len);
+                i += len;
+            }
+            continue;
+        }
         switch (c) {
             case '"': out += "\\\""; break;
             case '\\': out += "\\\\"; break;
@@ -299,14 +471,15 @@ void append_quoted(std::string & out, const std::string & s) {
             case '\b': out += "\\b"; break;
             case '\f': out += "\\f"; break;
             default:
-                if (c < 0x20) {
+                if (c < 0x20 || c == 0x7f) {
                     char buf[8];
                     std::snprintf(buf, sizeof buf, "\\u%04x", c);
                     out += buf;
                 } else {
-                    out += ch;
+                    out += (char) c;
                 }
         }
+        ++i;
     }
     out += '"';
 }

@@ -38,6 +38,11 @@ class reader {
 
     const std::string & path() const { return path_; }
 
+    // Copies n bytes at `offset` of tensor t (one of this reader's) to dst. Reading the mapping
+    // directly (t.data) kills the process with SIGBUS when the file shrank after it was opened;
+    // this copy fails with a message naming the tensor instead.
+    bool copy(const tensor_view & t, size_t offset, size_t n, void * dst, std::string & err) const;
+
   private:
     reader() = default;
 
@@ -51,11 +56,23 @@ class reader {
 
 struct tensor_out { std::string name; std::string dtype; std::vector<int64_t> shape; std::vector<uint8_t> bytes; };
 
-// Writes atomically (temporary file in the same directory, fsync, rename); on any failure nothing
-// is left at `path` (and an existing file there is untouched) and err says why.
+// Writes atomically (atomic_file.h: temporary file in the same directory, fsync, rename); on any
+// failure, error, exception or SIGINT/SIGTERM nothing is left at `path` (and an existing file
+// there is untouched) and err says why. What is written obeys the reader's rules (the header is
+// checked before the temporary is created: valid UTF-8 names, known dtypes, the header-size
+// limit, offsets that fit; and the finished file is opened with reader::open before it replaces
+// the target), so a file this writes is always one the reader accepts. An existing symlink or
+// non-regular file at `path` is refused.
 bool write(const std::string & path, const std::vector<tensor_out> & tensors, const std::map<std::string, std::string> & metadata, std::string & err);
 
 size_t dtype_size(const std::string & dtype); // 0 if unknown
+
+// A tensor name (or any file-supplied text) for an error message: control characters, backslash
+// and bytes that are not valid UTF-8 become \xNN, so a hostile name cannot drive the terminal.
+std::string display_name(const std::string & s);
+
+// The reader refuses larger headers (as the reference implementation does); the writer too.
+constexpr uint64_t k_max_header_bytes = 100u * 1000u * 1000u;
 
 // ---------------------------------------------------------------------------------------------
 // Additions beyond the declared API

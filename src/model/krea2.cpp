@@ -2,6 +2,7 @@
 
 #include "krea2.h"
 
+#include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "ggml_extensions.h"
 #include "io/comfy_int8.h"
@@ -10,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <cstdint>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace krea2 {
@@ -162,6 +165,7 @@ std::vector<float> build_pe(const config & cfg) {
 
 model::~model() {
     if (buf_) ggml_backend_buffer_free(buf_);
+    if (reserved_) munmap(reserved_, reserved_size_);
     if (ctx_) ggml_free(ctx_);
 }
 
@@ -176,10 +180,116 @@ static void dequantize(const host_linear & l, float * dst) {
     }
 }
 
+// The layout of a stored INT8 linear, checked before any graph is built so that a bad file is
+// reported with the tensor's name (not later by the op that cannot take it): the group is 0, or
+// a power of 4 with G <= K and K % G == 0, the scales are one finite positive value per output,
+// and this build's ConvRot operators accept the group (a probe node on a [K, 1] input).
+static bool check_int8_layout(const host_linear & l, const std::string & name, std::string & err) {
+    const std::string pre = "tensor " + name + ".weight: ";
+    if (l.group > 1 && (!sdio::is_power_of_4(l.group) || l.group > l.in || l.in % l.group != 0)) {
+        err = pre + "ConvRot group " + std::to_string(l.group) + " is not a power of 4 dividing the input width " + std::to_string(l.in);
+        return false;
+    }
+    if (l.scale.size() != (size_t) l.out) {
+        err = "tensor " + name + ".weight_scale: " + std::to_string(l.scale.size()) + " scales for " + std::to_string(l.out) + " output rows";
+        return false;
+    }
+    for (size_t o = 0; o < l.scale.size(); ++o) {
+        if (!std::isfinite(l.scale[o]) || !(l.scale[o] > 0.0f)) {
+            err = "tensor " + name + ".weight_scale: scale of row " + std::to_string(o) + " is not finite and > 0";
+            return false;
+        }
+    }
+    if (l.group <= 1) return true;
+    ggml_init_params ip{ggml_tensor_overhead() * 8, nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    if (!ctx) { err = "out of memory (probe context)"; return false; }
+    ggml_tensor * x  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, l.in, 1);
+    ggml_tensor * w  = ggml_new_tensor_2d(ctx, GGML_TYPE_I8, l.in, l.out);
+    ggml_tensor * sc = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, l.out);
+    ggml_tensor * q  = ggml_quantize_i8_convrot(ctx, x, l.group);
+    ggml_tensor * y  = q ? ggml_mul_mat_i8_tensorwise(ctx, w, q, sc, nullptr, l.group) : nullptr;
+    if (!y) err = pre + "ConvRot group " + std::to_string(l.group) + " (input width " + std::to_string(l.in) +
+                  ") is not supported by this build's INT8 operators: " + ggml_ext_last_error();
+    ggml_free(ctx);
+    return y != nullptr;
+}
+
 static bool check_vec(const std::vector<float> & v, size_t n, const std::string & name, std::string & err) {
     if (v.size() == n) return true;
     err = "tensor " + name + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(n);
     return false;
+}
+
+// The weight tensors of cfg's blocks in `type`, in a new no_alloc context (NULL: out of memory).
+static ggml_context * new_weight_context(const config & cfg, wtype type, std::vector<block_t> & blocks) {
+    const int      per_block = 8 * 2 + 5;
+    ggml_init_params ip{ggml_tensor_overhead() * (size_t) (per_block * cfg.blocks + 8), nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    if (!ctx) return nullptr;
+    blocks.resize((size_t) cfg.blocks);
+    const ggml_type wt = type == wtype::f32 ? GGML_TYPE_F32 : type == wtype::bf16 ? GGML_TYPE_BF16 : GGML_TYPE_I8;
+    for (int i = 0; i < cfg.blocks; ++i) {
+        block_t & b      = blocks[(size_t) i];
+        linear_t * ls[8] = {&b.wq, &b.wk, &b.wv, &b.gate, &b.wo, &b.mgate, &b.up, &b.down};
+        for (int k = 0; k < 8; ++k) {
+            int64_t in, out;
+            linear_dims(cfg, k, in, out);
+            ls[k]->w = ggml_new_tensor_2d(ctx, wt, in, out);
+            ggml_format_name(ls[k]->w, "blocks.%d.%s.weight", i, LINEAR_NAMES[k]);
+            if (type == wtype::int8) {
+                ls[k]->scale = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, out);
+                ggml_format_name(ls[k]->scale, "blocks.%d.%s.weight_scale", i, LINEAR_NAMES[k]);
+            }
+        }
+        b.mod_lin  = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 6 * cfg.hidden);
+        b.prenorm  = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, cfg.hidden);
+        b.postnorm = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, cfg.hidden);
+        b.qnorm    = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, HEAD_DIM);
+        b.knorm    = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, HEAD_DIM);
+        ggml_format_name(b.mod_lin, "blocks.%d.mod.lin", i);
+        ggml_format_name(b.prenorm, "blocks.%d.prenorm.scale", i);
+        ggml_format_name(b.postnorm, "blocks.%d.postnorm.scale", i);
+        ggml_format_name(b.qnorm, "blocks.%d.attn.qknorm.qnorm.scale", i);
+        ggml_format_name(b.knorm, "blocks.%d.attn.qknorm.knorm.scale", i);
+    }
+    return ctx;
+}
+
+size_t model::weight_bytes_for(const config & cfg, wtype type) {
+    std::vector<block_t> blocks;
+    ggml_context *       ctx = new_weight_context(cfg, type, blocks);
+    if (!ctx) return SIZE_MAX;
+    const size_t n = ggml_backend_alloc_ctx_tensors_from_buft_size(ctx, ggml_backend_cpu_buffer_type());
+    ggml_free(ctx);
+    return n;
+}
+
+// Layout only: every tensor gets its own address inside a PROT_NONE, MAP_NORESERVE range, so the
+// scheduler and the extension planners see real, non-overlapping addresses while no memory is
+// committed (any access would fault, and nothing that only plans accesses weights).
+bool model::place_layout_only(std::string & err) {
+    const size_t size = ggml_backend_alloc_ctx_tensors_from_buft_size(ctx_, ggml_backend_cpu_buffer_type());
+    if (size == 0) { err = "the model has no weights"; return false; }
+    void * p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        err = "cannot reserve " + std::to_string(size >> 20) + " MiB of address space for the weight layout";
+        return false;
+    }
+    reserved_      = p;
+    reserved_size_ = size;
+    buf_           = ggml_backend_cpu_buffer_from_ptr(p, size);
+    if (!buf_) { err = "cannot create the weight layout buffer"; return false; }
+    ggml_tallocr talloc = ggml_tallocr_new(buf_);
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
+        if (ggml_tallocr_alloc(&talloc, t) != GGML_STATUS_SUCCESS) {
+            err = "cannot lay out weight tensor " + std::string(t->name);
+            return false;
+        }
+    }
+    for (block_t & b : blocks_)
+        for (linear_t * l : {&b.wq, &b.wk, &b.wv, &b.gate, &b.wo, &b.mgate, &b.up, &b.down}) l->group = cfg_.group;
+    return true;
 }
 
 bool model::load(const config & cfg, wtype type, weight_source * src, std::string & err, const progress_fn & progress) {
@@ -188,36 +298,9 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
     cfg_  = cfg;
     type_ = type;
 
-    const int      per_block = 8 * 2 + 5;
-    ggml_init_params ip{ggml_tensor_overhead() * (size_t) (per_block * cfg.blocks + 8), nullptr, true};
-    ctx_ = ggml_init(ip);
+    ctx_ = new_weight_context(cfg, type, blocks_);
     if (!ctx_) { err = "out of memory (weight context)"; return false; }
-    blocks_.resize((size_t) cfg.blocks);
-    const ggml_type wt = type == wtype::f32 ? GGML_TYPE_F32 : type == wtype::bf16 ? GGML_TYPE_BF16 : GGML_TYPE_I8;
-    for (int i = 0; i < cfg.blocks; ++i) {
-        block_t & b      = blocks_[(size_t) i];
-        linear_t * ls[8] = {&b.wq, &b.wk, &b.wv, &b.gate, &b.wo, &b.mgate, &b.up, &b.down};
-        for (int k = 0; k < 8; ++k) {
-            int64_t in, out;
-            linear_dims(cfg, k, in, out);
-            ls[k]->w = ggml_new_tensor_2d(ctx_, wt, in, out);
-            ggml_format_name(ls[k]->w, "blocks.%d.%s.weight", i, LINEAR_NAMES[k]);
-            if (type == wtype::int8) {
-                ls[k]->scale = ggml_new_tensor_1d(ctx_, GGML_TYPE_F32, out);
-                ggml_format_name(ls[k]->scale, "blocks.%d.%s.weight_scale", i, LINEAR_NAMES[k]);
-            }
-        }
-        b.mod_lin  = ggml_new_tensor_1d(ctx_, GGML_TYPE_F32, 6 * cfg.hidden);
-        b.prenorm  = ggml_new_tensor_1d(ctx_, GGML_TYPE_F32, cfg.hidden);
-        b.postnorm = ggml_new_tensor_1d(ctx_, GGML_TYPE_F32, cfg.hidden);
-        b.qnorm    = ggml_new_tensor_1d(ctx_, GGML_TYPE_F32, HEAD_DIM);
-        b.knorm    = ggml_new_tensor_1d(ctx_, GGML_TYPE_F32, HEAD_DIM);
-        ggml_format_name(b.mod_lin, "blocks.%d.mod.lin", i);
-        ggml_format_name(b.prenorm, "blocks.%d.prenorm.scale", i);
-        ggml_format_name(b.postnorm, "blocks.%d.postnorm.scale", i);
-        ggml_format_name(b.qnorm, "blocks.%d.attn.qknorm.qnorm.scale", i);
-        ggml_format_name(b.knorm, "blocks.%d.attn.qknorm.knorm.scale", i);
-    }
+    if (!src) return place_layout_only(err);
     // refuse what cannot fit instead of being killed half-way through filling (overcommit)
     const size_t need = ggml_backend_alloc_ctx_tensors_from_buft_size(ctx_, ggml_backend_cpu_buffer_type());
     const long   pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -234,12 +317,9 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
 
     std::vector<float> tmp;
     for (int i = 0; i < cfg.blocks; ++i) {
-        if (!src) {
-            block_t & b = blocks_[(size_t) i];
-            for (linear_t * l : {&b.wq, &b.wk, &b.wv, &b.gate, &b.wo, &b.mgate, &b.up, &b.down}) l->group = cfg.group;
-            continue;
-        }
-        if (progress) progress(i, cfg.blocks, "weights");
+        // reported per linear: converting one block at full width takes seconds, and the caller
+        // may stop from here (Ctrl-C)
+        if (progress) progress(i * 8, cfg.blocks * 8, "weights");
         host_block hb;
         if (!src->get_block(cfg, i, hb, err)) return false;
         block_t &  b      = blocks_[(size_t) i];
@@ -264,11 +344,25 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
             if (type == wtype::int8) {
                 float * sc = (float *) ls[k]->scale->data;
                 if (l.is_i8) {
+                    if (l.full_precision) {
+                        // ComfyUI dequantizes such a module and multiplies in float; running it
+                        // on INT8 activations would compute something else.
+                        err = "tensor " + name + ".comfy_quant: full_precision_matrix_mult asks for a float matmul, which the "
+                              "INT8 model does not do; run with --dtype bf16 or f32 (the weights are dequantized then)";
+                        return false;
+                    }
+                    if (!check_int8_layout(l, name, err)) return false;
                     std::memcpy(dst, l.i8.data(), n);
                     std::memcpy(sc, l.scale.data(), (size_t) out * sizeof(float));
                     ls[k]->group = l.group;
                 } else {
-                    sdio::quantize_weight_rows(l.f32.data(), out, in, cfg.group, (int8_t *) dst, sc);
+                    int64_t bad = -1;
+                    if (!sdio::quantize_weight_rows(l.f32.data(), out, in, cfg.group, (int8_t *) dst, sc, &bad)) {
+                        err = "tensor " + name + ".weight: row " + std::to_string(bad) +
+                              " is not finite after the ConvRot rotation (group " + std::to_string(cfg.group) +
+                              "; non-finite weights, or weights near FLT_MAX that overflow), cannot quantize it";
+                        return false;
+                    }
                     ls[k]->group = cfg.group;
                 }
             } else {
@@ -284,6 +378,7 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
             // release as we go: at full width one block's F32 copy is 1.7 GB
             std::vector<float>().swap(l.f32);
             std::vector<int8_t>().swap(l.i8);
+            if (progress) progress(i * 8 + k + 1, cfg.blocks * 8, "weights");
         }
         if (!check_vec(hb.mod_lin, (size_t) (6 * cfg.hidden), pre + "mod.lin", err) ||
             !check_vec(hb.prenorm, (size_t) cfg.hidden, pre + "prenorm.scale", err) ||
@@ -306,7 +401,7 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
             }
         }
     }
-    if (progress) progress(cfg.blocks, cfg.blocks, "weights");
+    if (progress) progress(cfg.blocks * 8, cfg.blocks * 8, "weights");
     return true;
 }
 

@@ -48,6 +48,7 @@ struct host_linear {
     int64_t              in = 0, out = 0;
     bool                 is_i8 = false;
     int                  group = 0; // ConvRot group of the stored INT8 weight (0/1: none)
+    bool                 full_precision = false; // the file asks for a float matmul (ComfyUI's full_precision_matrix_mult)
     std::vector<float>   f32;       // [out][in] (ggml [in, out])
     std::vector<int8_t>  i8;        // [out][in]
     std::vector<float>   scale;     // [out]
@@ -104,6 +105,7 @@ struct block_t {
     ggml_tensor * mod_lin = nullptr, *prenorm = nullptr, *postnorm = nullptr, *qnorm = nullptr, *knorm = nullptr;
 };
 
+// Called between linears while loading (done of total linears); it may throw to stop the load.
 using progress_fn = std::function<void(int done, int total, const char * what)>;
 
 class model {
@@ -115,9 +117,13 @@ class model {
 
     // Converts every block of src to `type` (F32 <-> BF16 <-> INT8 as needed: F32 -> INT8
     // quantizes with cfg.group, INT8 -> F32 dequantizes and undoes the rotation). src NULL:
-    // allocate only (contents undefined; for plan inspection, which never computes).
+    // layout only — the tensors get distinct addresses in reserved, inaccessible address space
+    // and no memory (for plan inspection and memory measurement, which never compute).
     bool load(const config & cfg, wtype type, weight_source * src, std::string & err,
               const progress_fn & progress = nullptr);
+
+    // Bytes of the weight buffer load() would allocate for cfg in type (nothing allocated).
+    static size_t weight_bytes_for(const config & cfg, wtype type);
 
     const config &               cfg() const { return cfg_; }
     wtype                        type() const { return type_; }
@@ -125,10 +131,14 @@ class model {
     size_t                       weight_bytes() const;
 
   private:
+    bool place_layout_only(std::string & err);
+
     config                cfg_;
     wtype                 type_   = wtype::f32;
     ggml_context *        ctx_    = nullptr;
     ggml_backend_buffer_t buf_    = nullptr;
+    void *                reserved_      = nullptr; // layout-only address range (munmap'ed)
+    size_t                reserved_size_ = 0;
     std::vector<block_t>  blocks_;
 };
 

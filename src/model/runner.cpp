@@ -104,10 +104,14 @@ struct block_graph {
     ggml_cgraph *  gf  = nullptr;
     block_inputs   in;
     ggml_tensor *  out = nullptr;
-    ~block_graph() { if (ctx) ggml_free(ctx); }
+    void clear() {
+        if (ctx) ggml_free(ctx);
+        ctx = nullptr, gf = nullptr, in = block_inputs{}, out = nullptr;
+    }
+    ~block_graph() { clear(); }
 };
 
-bool make_graph(const model & m, const build_options & o, int blk, block_graph & g, std::string & err) {
+bool build_graph(const model & m, const build_options & o, int blk, block_graph & g, std::string & err) {
     const size_t n = block_graph_nodes();
     ggml_init_params ip{ggml_tensor_overhead() * n + ggml_graph_overhead_custom(n, false), nullptr, true};
     g.ctx = ggml_init(ip);
@@ -116,6 +120,49 @@ bool make_graph(const model & m, const build_options & o, int blk, block_graph &
     g.in  = new_inputs(g.ctx, m.cfg());
     g.out = build_block(g.ctx, g.gf, m, blk, g.in, o, err);
     return g.out != nullptr;
+}
+
+bool is_layout_only(ggml_op op) {
+    return op == GGML_OP_NONE || op == GGML_OP_VIEW || op == GGML_OP_RESHAPE || op == GGML_OP_PERMUTE ||
+           op == GGML_OP_TRANSPOSE;
+}
+
+// The first node that `be` has no kernel for (nullptr: none). The scheduler aborts the process
+// on such a node, so the runner looks first.
+ggml_tensor * first_unsupported(ggml_backend_t be, ggml_cgraph * gf) {
+    for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) {
+        ggml_tensor * t = ggml_graph_node(gf, i);
+        if (!is_layout_only(t->op) && !ggml_backend_supports_op(be, t)) return t;
+    }
+    return nullptr;
+}
+
+// Builds block `blk`'s graph for `be`. Without a kernel for sd_rope_apply (the sd CPU kernels not
+// built: SD_CPU_EXTENSIONS=OFF, or not registered) the block uses the native RoPE op chain, which
+// computes the same; any other node without a kernel (the INT8 operators have no native
+// equivalent) is an error naming it.
+bool make_graph(const model & m, const build_options & o, int blk, ggml_backend_t be, block_graph & g,
+                std::string & err, bool * rope_ext_used = nullptr) {
+    if (rope_ext_used) *rope_ext_used = o.rope_ext;
+    if (!build_graph(m, o, blk, g, err)) return false;
+    ggml_tensor * bad = first_unsupported(be, g.gf);
+    if (bad && o.rope_ext && ggml_ext_get_op(bad) == sd_op_rope_apply()) {
+        build_options native = o;
+        native.rope_ext      = false;
+        g.clear();
+        if (rope_ext_used) *rope_ext_used = false;
+        if (!build_graph(m, native, blk, g, err)) return false;
+        bad = first_unsupported(be, g.gf);
+    }
+    if (!bad) return true;
+    const ggml_ext_op_t eo = ggml_ext_get_op(bad);
+    err = "block " + std::to_string(blk) + ": " + ggml_backend_name(be) + " has no kernel for node " + bad->name + " (" +
+          (eo ? ggml_ext_op_name(eo) : ggml_op_desc(bad)) + ")";
+    if (eo) {
+        err += "; the sd CPU kernels are not in this build (configure with -DSD_CPU_EXTENSIONS=ON) or failed to"
+               " register; F32 and BF16 weights run on native ops";
+    }
+    return false;
 }
 
 } // namespace
@@ -132,10 +179,11 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
     r.out                         = x;
     r.block_s.clear();
     r.total_s = 0;
+    r.aborted = false;
     const fusion_scope fusion(o.fusion);
     for (int i = 0; i < c.blocks; ++i) {
         block_graph g;
-        if (!make_graph(m, o, i, g, err)) return false;
+        if (!make_graph(m, o, i, backend_, g, err)) return false;
         ggml_backend_sched_reset(sched_);
         if (!ggml_backend_sched_alloc_graph(sched_, g.gf)) {
             err = "the scheduler could not allocate block " + std::to_string(i) + " (out of memory?)";
@@ -148,6 +196,12 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
         const auto       t0 = std::chrono::steady_clock::now();
         enum ggml_status st = ggml_backend_sched_graph_compute(sched_, g.gf);
         const auto       t1 = std::chrono::steady_clock::now();
+        if (st == GGML_STATUS_ABORTED) {
+            r.aborted = true;
+            err       = "interrupted in block " + std::to_string(i);
+            ggml_backend_sched_reset(sched_);
+            return false;
+        }
         if (st != GGML_STATUS_SUCCESS) {
             err = "block " + std::to_string(i) + " failed to compute (status " + std::to_string((int) st) + ")";
             return false;
@@ -165,7 +219,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
 bool runner::plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err) {
     const fusion_scope fusion(o.fusion);
     block_graph g;
-    if (!make_graph(m, o, blk, g, err)) return false;
+    if (!make_graph(m, o, blk, backend_, g, err, &p.rope_ext)) return false;
     ggml_backend_sched_reset(sched_);
     if (!ggml_backend_sched_alloc_graph(sched_, g.gf)) {
         err = "the scheduler could not allocate the block graph (out of memory?)";
@@ -209,6 +263,36 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
     p.buffer_bytes = ggml_backend_sched_get_buffer_size(sched_, backend_);
     if (gpu_) p.buffer_bytes += ggml_backend_sched_get_buffer_size(sched_, gpu_);
     ggml_backend_sched_reset(sched_);
+    return true;
+}
+
+void runner::set_abort_callback(ggml_abort_callback cb, void * data) {
+    ggml_backend_cpu_set_abort_callback(backend_, cb, data);
+}
+
+bool runner::measure(const model & m, const build_options & o, memory_use & u, std::string & err) {
+    const fusion_scope fusion(o.fusion);
+    block_graph        g;
+    if (!make_graph(m, o, 0, backend_, g, err)) return false;
+    // one size per scheduler backend (the CPU, and a GPU first with --device); summed: a
+    // conservative host-memory bound (exact where the GPU's memory is host memory, as lavapipe's)
+    std::vector<size_t> sizes((size_t) ggml_backend_sched_get_n_backends(sched_), 0);
+    ggml_backend_sched_reserve_size(sched_, g.gf, sizes.data());
+    u.compute_bytes = 0;
+    for (size_t b : sizes) u.compute_bytes += b;
+    // The executor's work buffer is internal to the CPU backend; bound it from the graph: the
+    // largest mul_mat activation in F32 (what a conversion or packing can take at most) plus
+    // room for per-thread weight panels and attention tiles.
+    size_t work = 0;
+    for (int i = 0; i < ggml_graph_n_nodes(g.gf); ++i) {
+        const ggml_tensor * t = ggml_graph_node(g.gf, i);
+        if (t->op != GGML_OP_MUL_MAT || !t->src[1]) continue;
+        const size_t x = (size_t) ggml_nelements(t->src[1]) * sizeof(float);
+        work           = std::max(work, x + x / 32); // + the packing's padding of rows and K
+
+    }
+    const size_t per_thread = (size_t) 4 << 20;
+    u.cpu_work_bytes        = work + (size_t) std::max(1, ggml_backend_cpu_get_n_threads(backend_)) * per_thread;
     return true;
 }
 

@@ -19,6 +19,10 @@ class runner {
     // scheduler. threads <= 0: the CPU backend default. device: "cpu", or "vulkan" / "vulkan:N"
     // (that Vulkan device first, the CPU for what it declines, e.g. the INT8 custom nodes;
     // weights stay in host memory and ops reading them are offloaded with copies).
+    // forward() and plan() check every node against the CPU backend (the fallback) first:
+    // without a kernel for sd_rope_apply the native RoPE chain is used; any other node without a
+    // kernel (INT8 operators when the sd CPU kernels are not built) fails with an error naming
+    // it, never reaching the scheduler's abort.
     runner() = default;
     ~runner();
     runner(const runner &)             = delete;
@@ -30,10 +34,13 @@ class runner {
         std::vector<float>  out;          // [hidden, L]
         std::vector<double> block_s;      // compute seconds of each block graph
         double              total_s = 0;  // sum of block_s
+        bool                aborted = false; // forward stopped because the abort callback asked
     };
     using block_cb = std::function<void(int done, int total)>;
 
-    // x: [hidden, L]; tvec: [6*hidden]. Plan/alloc time is excluded from block_s.
+    // x: [hidden, L]; tvec: [6*hidden]. Plan/alloc time is excluded from block_s. When the abort
+    // callback asks to stop, returns false with r.aborted set (r.out is then meaningless); the
+    // runner stays usable and a later forward computes the same result as an uninterrupted one.
     bool forward(const model & m, const build_options & o, const std::vector<float> & x, const std::vector<float> & tvec,
                  result & r, std::string & err, const block_cb & cb = nullptr);
 
@@ -49,11 +56,26 @@ class runner {
         size_t                workspace_max   = 0; // the largest single request
         size_t                buffer_bytes    = 0; // ggml_backend_sched_get_buffer_size (incl. workspace)
         int                   n_steps = 0, n_fused = 0, n_ext = 0, n_quantize = 0;
+        bool                  rope_ext = false;    // RoPE ran as sd_rope_apply (false: the native op chain)
         std::vector<std::string> fused_rules;      // rule name of each fused step
     };
     bool plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err);
 
     ggml_backend_t backend() const { return backend_; } // the CPU backend
+
+    // The CPU backend's abort callback (polled between nodes and inside long kernels, extension
+    // kernels included). Must be async-signal-safe to read when driven by a signal handler's flag.
+    void set_abort_callback(ggml_abort_callback cb, void * data);
+
+    // Memory a block graph of m needs besides the weights, measured without allocating:
+    // the scheduler's compute buffer incl. extension workspaces (ggml_backend_sched_reserve_size)
+    // and a bound on the CPU executor's work buffer (it converts or packs a mul_mat's
+    // activations: at most their F32 size, plus per-thread panels).
+    struct memory_use {
+        size_t compute_bytes  = 0;
+        size_t cpu_work_bytes = 0;
+    };
+    bool measure(const model & m, const build_options & o, memory_use & u, std::string & err);
 
     // Per-op time profile: while enabled, forward() evaluates the graph node by node through the
     // scheduler's evaluation callback (so fusion is off for those runs) and adds each node's

@@ -100,4 +100,62 @@ dense permute(const dense & a, int ax0, int ax1, int ax2, int ax3);
 // offset in bytes (what ggml_view_4d does to a contiguous op result).
 dense view(const dense & a, size_t es, const int64_t ne[4], const size_t nb[4], size_t offset);
 
+// ---- convolution family, pooling, resizing, group/l2 norm (ref-conv.cpp) ----------------------
+// Direct definitions (sums over taps), not im2col + matmul, so they check the compositions too.
+// Image tensors are [W, H, C, N]; out-of-range taps contribute 0.
+struct conv2d_params { int s0 = 1, s1 = 1, p0 = 0, p1 = 0, d0 = 1, d1 = 1; };
+// kernel [KW, KH, IC, OC], data [W, H, IC, N] -> [OW, OH, OC, N]; abs_sum: sum |k*x| per output
+dense conv_2d(const dense & kernel, const dense & data, conv2d_params p, dense * abs_sum = nullptr);
+// depthwise: kernel [KW, KH, 1, C], data [W, H, C, N] -> [OW, OH, C, N]
+dense conv_2d_dw(const dense & kernel, const dense & data, conv2d_params p, dense * abs_sum = nullptr);
+// 1-D: kernel [K, IC, OC], data [L, IC, N] -> [OL, OC, N]
+dense conv_1d(const dense & kernel, const dense & data, int s0, int p0, int d0, dense * abs_sum = nullptr);
+// im2col (2-D: kernel [KW, KH, C, *], data [W, H, C, N] -> [C*KH*KW, OW, OH, N];
+// 1-D: kernel [KW, C, *], data [W, C, N] -> [C*KW, OW, N])
+dense im2col(const dense & kernel, const dense & data, conv2d_params p, bool is_2d);
+// transposed: 1-D kernel [K, OC, IC], data [L, IC] -> [(L-1)*s + K, OC];
+// 2-D kernel [KW, KH, OC, IC], data [W, H, IC, N] -> [(W-1)*s + KW, (H-1)*s + KH, OC, N]
+dense conv_transpose_1d(const dense & kernel, const dense & data, int s0, dense * abs_sum = nullptr);
+dense conv_transpose_2d(const dense & kernel, const dense & data, int stride, dense * abs_sum = nullptr);
+enum class pool_op { max, avg };
+dense pool_1d(const dense & a, pool_op op, int k0, int s0, int p0);
+dense pool_2d(const dense & a, pool_op op, int k0, int k1, int s0, int s1, int p0, int p1);
+// mode: 0 nearest, 1 bilinear, 2 bicubic; source positions computed in float (as the op defines)
+dense upscale(const dense & a, const int64_t ne[4], int mode, bool align_corners);
+dense group_norm(const dense & a, int n_groups, double eps);
+dense l2_norm(const dense & a, double eps);
+
+// ---- client ops: reductions, ordering, indexed updates (ref-client.cpp) -------------------------
+dense sum(const dense & a);                       // [1]
+dense sum_rows(const dense & a, bool mean);       // [1, ne1, ne2, ne3]
+dense argmax(const dense & a);                    // [ne1], first maximum
+dense argsort(const dense & a, bool desc, int64_t k = -1); // stable; k >= 0 keeps the first k columns
+dense diag_mask_inf(const dense & a, int n_past);
+// view of dst (a's shape, contiguous) in elements: strides s1, s2, s3 and offset off
+dense acc_set(const dense & a, const dense & b, int64_t s1, int64_t s2, int64_t s3, int64_t off, bool acc);
+dense roll(const dense & a, const int shift[4]);
+dense add_id(const dense & a, const dense & b, const dense & ids);
+dense mul_mat_id(const dense & as, const dense & b, const dense & ids, dense * abs_sum = nullptr);
+dense set_rows(const dense & dst, const dense & src, const dense & idx);
+
+// soft_max / flash_attn_ext with per-head sinks: an extra logit sinks[h] in the normaliser only
+dense soft_max_sinks(const dense & a, double scale, const dense & sinks);
+dense flash_attn_ext_sinks(const dense & q, const dense & k, const dense & v, double scale, const dense & sinks);
+
+// multi-section rope (mode 8 MROPE, 40 IMROPE, 24 VISION); pos holds 4*ne2 entries (t, h, w, e)
+dense rope_multi(const dense & a, const std::vector<int32_t> & pos, const dense * ff, int n_dims, const int sections[4],
+                 int mode, int n_ctx_orig, double freq_base, double freq_scale, double ext_factor, double attn_factor,
+                 double beta_fast, double beta_slow);
+
+// 3-D: kernel [KW, KH, KD, IC*OC], data [W, H, D, IC*N] -> [OW, OH, OD, OC*N] (channel oc + OC*n);
+// im2col_3d -> [IC*KD*KH*KW, OW, OH, OD*N]
+struct conv3d_params { int s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1}; };
+dense conv_3d(const dense & kernel, const dense & data, int64_t IC, conv3d_params p, dense * abs_sum = nullptr);
+dense im2col_3d(const dense & kernel, const dense & data, int64_t IC, conv3d_params p);
+
+dense win_part(const dense & a, int w);                         // [C, w, w, npx*npy]
+dense win_unpart(const dense & a, int w0, int h0, int w);       // [C, w0, h0]
+dense get_rel_pos(const dense & a, int qh, int kh);             // [C, kh, qh]
+dense add_rel_pos(const dense & a, const dense & pw, const dense & ph);
+
 } // namespace ref

@@ -1,6 +1,10 @@
 // cli.cpp — argument reading, model options, progress and atomic writes for sdx.
 
 #include "cli.h"
+#include "interrupt.h"
+
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,17 +17,38 @@
 
 namespace sdx {
 
+bool args::next() {
+    if (++i_ >= argc_) return false;
+    const std::string a = argv_[i_];
+    if (a.size() > 1 && a[0] == '-') {
+        if (std::find(seen_.begin(), seen_.end(), a) != seen_.end()) usage_error("option " + a + " given twice");
+        seen_.push_back(a);
+    }
+    return true;
+}
+
 std::string args::value() {
     const std::string opt = cur();
     if (i_ + 1 >= argc_) usage_error("option " + opt + " needs a value");
-    return argv_[++i_];
+    const std::string v = argv_[i_ + 1];
+    if (v.size() > 2 && v[0] == '-' && v[1] == '-') usage_error("option " + opt + " needs a value (got option '" + v + "')");
+    ++i_;
+    return v;
 }
 
 long long parse_int(const std::string & opt, const std::string & v, long long lo, long long hi) {
-    errno                = 0;
-    char *          end  = nullptr;
-    const long long x    = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || errno == ERANGE) usage_error("option " + opt + ": '" + v + "' is not an integer");
+    const size_t digits = v.size() > 0 && v[0] == '-' ? 1 : 0;
+    bool         strict = v.size() > digits && v.size() - digits <= 19;
+    for (size_t i = digits; i < v.size() && strict; ++i) strict = v[i] >= '0' && v[i] <= '9';
+    errno             = 0;
+    char *          end = nullptr;
+    const long long x   = strict ? std::strtoll(v.c_str(), &end, 10) : 0;
+    if (!strict || *end != '\0' || errno == ERANGE) {
+        // overflowing digits say so; anything else is not a plain decimal integer
+        if (strict || (v.size() > digits && v.find_first_not_of("0123456789", digits) == std::string::npos))
+            usage_error("option " + opt + ": " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        usage_error("option " + opt + ": '" + v + "' is not an integer");
+    }
     if (x < lo || x > hi)
         usage_error("option " + opt + ": " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return x;
@@ -35,34 +60,44 @@ long long args::int_value(long long lo, long long hi) {
 }
 
 const char * const MODEL_OPTS_HELP =
-    "Model options:\n"
-    "  --blocks N        Krea2 single-stream blocks in the stack\n"
-    "  --tokens L        sequence length (text + image tokens)\n"
-    "  --text-tokens T   text tokens at the start of the sequence (default min(32, L/2))\n"
+    "Model options (integers are plain decimal; each option at most once):\n"
+    "  --blocks N        Krea2 single-stream blocks in the stack, 1..1000\n"
+    "  --tokens L        sequence length (text + image tokens), 2..65536\n"
+    "  --text-tokens T   text tokens at the start of the sequence, 0..L-1 (default min(32, L/2))\n"
     "  --hidden H        hidden size (default 6144; must be heads x 128)\n"
-    "  --heads N         query heads of dim 128 (default 48)\n"
-    "  --kv-heads N      key/value heads (default 12; divides --heads)\n"
-    "  --mlp N           SwiGLU hidden size (default 16384)\n"
+    "  --heads N         query heads of dim 128, 1..512 (default 48)\n"
+    "  --kv-heads N      key/value heads, 1..512 (default 12; divides --heads)\n"
+    "  --mlp N           SwiGLU hidden size, a multiple of 256 up to 262144 (default 16384;\n"
+    "                    int8 only up to the INT8 kernel's K limit, 131072 today)\n"
     "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 (default int8)\n"
-    "  --threads N       CPU threads (default: the CPU backend's default)\n"
+    "  --threads N       CPU threads, 1..512 (default: the CPU backend's default)\n"
     "  --device D        cpu | vulkan | vulkan:N (GPU first, CPU fallback for what it declines)\n"
-    "  --seed S          seed of the synthetic weights and input (default 42)\n"
+    "  --seed S          seed of the synthetic weights and input, 0..2^63-1 (default 42)\n"
     "  --no-fusion       sd fusion rules off: every node runs by itself (same graph)\n"
     "  --weights FILE    block weights from a safetensors checkpoint (plain float or ComfyUI\n"
-    "                    int8_tensorwise); width and heads are taken from the file\n";
+    "                    int8_tensorwise); width and heads are taken from the file, so\n"
+    "                    --hidden, --heads, --kv-heads and --mlp do not go with it\n";
 
 bool model_opts::parse(args & a) {
     const std::string o = a.cur();
     if (o == "--blocks") cfg.blocks = (int) a.int_value(1, 1000);
     else if (o == "--tokens") cfg.tokens = a.int_value(2, 1 << 16);
     else if (o == "--text-tokens") { cfg.text_tokens = a.int_value(0, 1 << 16); text_set = true; }
-    else if (o == "--hidden") cfg.hidden = a.int_value(128, 1 << 16);
-    else if (o == "--heads") cfg.heads = a.int_value(1, 512);
-    else if (o == "--kv-heads") cfg.kv_heads = a.int_value(1, 512);
-    else if (o == "--mlp") cfg.mlp = a.int_value(1, 1 << 18);
-    else if (o == "--threads") threads = (int) a.int_value(1, 512);
+    else if (o == "--hidden" || o == "--heads" || o == "--kv-heads" || o == "--mlp") {
+        if (width_opt.empty()) width_opt = o;
+        if (o == "--hidden") cfg.hidden = a.int_value(128, 1 << 16);
+        else if (o == "--heads") cfg.heads = a.int_value(1, 512);
+        else if (o == "--kv-heads") cfg.kv_heads = a.int_value(1, 512);
+        else cfg.mlp = a.int_value(1, 1 << 18);
+    }
+    else if (o == "--threads") threads = (int) a.int_value(1, GGML_MAX_N_THREADS);
     else if (o == "--seed") seed = (uint64_t) a.int_value(0, INT64_MAX);
     else if (o == "--no-fusion") fusion = false;
+    else if (o == "--weights") {
+        weights = a.value();
+        // "" used to mean "no file", silently running synthetic weights instead of the user's
+        if (weights.empty()) usage_error("option --weights: the file name is empty");
+    }
     else if (o == "--weights") weights = a.value();
     else if (o == "--device") device = a.value();
     else if (o == "--dtype") {
@@ -75,7 +110,10 @@ bool model_opts::parse(args & a) {
 void model_opts::finish() {
     if (!text_set) cfg.text_tokens = std::min<int64_t>(32, cfg.tokens / 2);
     // with a checkpoint the width comes from the file and is validated there
-    if (!weights.empty()) return;
+    if (!weights.empty()) {
+        if (!width_opt.empty()) usage_error("option " + width_opt + " does not apply with --weights (the width comes from the file)");
+        return;
+    }
     const std::string v = cfg.validate();
     if (!v.empty()) usage_error(v);
 }
@@ -91,11 +129,21 @@ std::unique_ptr<krea2::weight_source> make_source(model_opts & o) {
 void load_model(model_opts & o, krea2::wtype type, krea2::model & m, bool fill) {
     std::unique_ptr<krea2::weight_source> src;
     if (fill || !o.weights.empty()) src = make_source(o); // a checkpoint also fixes the width
+    if (fill) return load_model(o, type, m, *src);
+    std::string err;
+    if (!m.load(o.cfg, type, nullptr, err)) fail(err);
+}
+
+void load_model(model_opts & o, krea2::wtype type, krea2::model & m, krea2::weight_source & src) {
     progress    p(std::string("weights ") + krea2::wtype_name(type));
     std::string err;
-    const bool  ok = m.load(o.cfg, type, fill ? src.get() : nullptr, err,
-                            [&](int done, int total, const char *) { if (fill) p.update(done, total); });
-    if (fill) p.finish();
+    // the progress callback runs between blocks: a Ctrl-C unwinds from there (filling a block at
+    // full width takes seconds, no kernel polls the abort callback meanwhile)
+    const bool ok = m.load(o.cfg, type, &src, err, [&](int done, int total, const char *) {
+        stop_if_interrupted();
+        p.update(done, total);
+    });
+    p.finish();
     if (!ok) fail(err);
 }
 
@@ -109,6 +157,7 @@ krea2::runner::result run_stack(krea2::runner & r, const krea2::model & m, const
         p.update(done, total, fmt("block %d/%d (%.2f s)", done, total, res.block_s.empty() ? 0.0 : res.block_s.back()));
     });
     p.finish(fmt("%.2f s", res.total_s));
+    if (!ok && res.aborted) stop_if_interrupted();
     if (!ok) fail(err);
     return res;
 }
@@ -116,6 +165,10 @@ krea2::runner::result run_stack(krea2::runner & r, const krea2::model & m, const
 // ---------------------------------------------------------------------------------------------
 
 progress::progress(std::string label) : label_(std::move(label)), tty_(isatty(STDERR_FILENO) != 0) {}
+
+progress::~progress() {
+    if (tty_ && open_) fputs("\n", stderr);
+}
 
 void progress::update(double done, double total, const std::string & note) {
     const int pct = total > 0 ? (int) (100.0 * done / total) : 100;
@@ -140,39 +193,40 @@ void progress::finish(const std::string & note) {
 }
 
 void write_file_atomic(const std::string & path, const std::string & text) {
-    const std::string tmp = path + ".tmp." + std::to_string((long) getpid());
-    FILE *            f   = fopen(tmp.c_str(), "wb");
-    if (!f) fail("cannot write " + path + ": " + strerror(errno));
-    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-    const bool closed = fclose(f) == 0;
-    if (!ok || !closed) {
-        remove(tmp.c_str());
-        fail("cannot write " + path + " (disk full?)");
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string e = strerror(errno);
-        remove(tmp.c_str());
-        fail("cannot write " + path + ": " + e);
-    }
+    std::string err;
+    if (!sdio::write_text_atomic(path, text, err)) fail("cannot write " + err);
 }
 
+// The contents of a JSON string literal (no quotes), valid whatever bytes s holds.
 std::string json_escape(const std::string & s) {
-    std::string o;
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') { o += '\\'; o += (char) c; }
-        else if (c < 0x20) o += fmt("\\u%04x", c);
-        else o += (char) c;
-    }
-    return o;
+    std::string q;
+    sdio::json::append_quoted(q, s);
+    return q.substr(1, q.size() - 2);
 }
 
+// Any length: a path or message longer than a fixed buffer must not be cut (it once truncated
+// the bench JSON in the middle of a string).
 std::string fmt(const char * f, ...) {
-    char    buf[1024];
     va_list ap;
     va_start(ap, f);
-    vsnprintf(buf, sizeof buf, f, ap);
+    va_list ap2;
+    va_copy(ap2, ap);
+    char      small[512];
+    const int n = vsnprintf(small, sizeof small, f, ap);
     va_end(ap);
-    return buf;
+    if (n < 0) {
+        va_end(ap2);
+        return std::string();
+    }
+    if ((size_t) n < sizeof small) {
+        va_end(ap2);
+        return std::string(small, (size_t) n);
+    }
+    std::string out((size_t) n + 1, '\0');
+    vsnprintf(&out[0], out.size(), f, ap2);
+    va_end(ap2);
+    out.resize((size_t) n);
+    return out;
 }
 
 std::string human_bytes(size_t n) {

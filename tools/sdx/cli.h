@@ -23,22 +23,27 @@ struct failure : std::runtime_error {
 [[noreturn]] inline void usage_error(const std::string & m) { throw failure(2, m); }
 [[noreturn]] inline void fail(const std::string & m) { throw failure(1, m); }
 
-// Walks argv after the subcommand name.
+// Walks argv after the subcommand name. An option (an argument starting with '-') given twice is
+// a usage error: the last one silently winning hides typos in long command lines.
 class args {
   public:
     args(int argc, char ** argv) : argc_(argc), argv_(argv) {}
-    bool        next() { return ++i_ < argc_; }
+    bool        next();
     std::string cur() const { return argv_[i_]; }
-    // the value after the current option (usage error when missing)
+    // the value after the current option (usage error when missing, or when it is another
+    // option: "--weights --no-check" is a forgotten value, not a file named "--no-check")
     std::string value();
     long long   int_value(long long lo, long long hi);
 
   private:
-    int     argc_;
-    char ** argv_;
-    int     i_ = 0;
+    int                      argc_;
+    char **                  argv_;
+    int                      i_ = 0;
+    std::vector<std::string> seen_;
 };
 
+// Strict decimal: optional '-', then digits only (no spaces, '+', hex, or trailing text), in
+// [lo, hi] (usage error naming opt otherwise).
 long long parse_int(const std::string & opt, const std::string & v, long long lo, long long hi);
 
 // Model options shared by run / inspect / bench.
@@ -49,6 +54,7 @@ struct model_opts {
     uint64_t      seed    = 42;
     bool          fusion  = true;
     bool          text_set = false;
+    std::string   width_opt; // the first of --hidden/--heads/--kv-heads/--mlp given (they clash with --weights)
     std::string   weights;
     std::string   device = "cpu"; // --device cpu | vulkan[:N]
 
@@ -62,9 +68,12 @@ extern const char * const MODEL_OPTS_HELP;
 // The weight source for these options (synthetic, or the checkpoint, which may update cfg).
 std::unique_ptr<krea2::weight_source> make_source(model_opts & o);
 
-// Loads the model in `type` (fill false: allocate only, for plan inspection). Fails with a message.
+// Loads the model in `type` (fill false: layout only, for plan inspection). Fails with a message.
 void load_model(model_opts & o, krea2::wtype type, krea2::model & m, bool fill = true);
-// Runs the stack with a per-block progress display. Fails with a message.
+// Loads from an already opened source (make_source), polling for Ctrl-C between blocks.
+void load_model(model_opts & o, krea2::wtype type, krea2::model & m, krea2::weight_source & src);
+// Runs the stack with a per-block progress display. Fails with a message (exit 128 + signal when
+// the runner's abort callback stopped it).
 krea2::runner::result run_stack(krea2::runner & r, const krea2::model & m, const krea2::build_options & bo,
                                 const std::vector<float> & x, const std::vector<float> & tvec, const std::string & label);
 
@@ -72,6 +81,7 @@ krea2::runner::result run_stack(krea2::runner & r, const krea2::model & m, const
 class progress {
   public:
     explicit progress(std::string label);
+    ~progress(); // ends an open bar line, so an error after it starts on its own line
     void update(double done, double total, const std::string & note = "");
     void finish(const std::string & note = "");
 
@@ -93,5 +103,6 @@ int cmd_run(int argc, char ** argv);
 int cmd_inspect(int argc, char ** argv);
 int cmd_bench(int argc, char ** argv);
 int cmd_quantize(int argc, char ** argv);
+int cmd_verify(int argc, char ** argv);
 
 } // namespace sdx

@@ -2,6 +2,10 @@
 // with a JSON record and a self-contained HTML report (inline SVG, no scripts).
 
 #include "cli.h"
+#include "interrupt.h"
+#include "memory_check.h"
+
+#include "io/atomic_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -26,8 +30,11 @@ static const char * const BENCH_HELP =
     "--json and --html (atomically). Defaults: 2 blocks x 1024 tokens at the real width; that\n"
     "takes about 80 s on an idle 2-core machine (F32 and BF16 dominate).\n"
     "\n"
+    "The peak memory is checked before anything is allocated (as in sdx run). Ctrl-C or\n"
+    "SIGTERM stops at the next abort poll: exit 130 / 143, no JSON or HTML written.\n"
+    "\n"
     "Options:\n"
-    "  --runs N      timed runs per configuration (default 3)\n"
+    "  --runs N      timed runs per configuration, 1..1000 (default 3)\n"
     "  --json FILE   JSON record (default sdx-bench.json)\n"
     "  --html FILE   HTML report (default sdx-bench.html)\n"
     "  --help        this text\n"
@@ -48,13 +55,14 @@ struct bench_result {
     int                 fused_steps = 0, ext_steps = 0;
 };
 
-// Fails now rather than after minutes of benchmarking when an output cannot be created.
+// Fails now rather than after minutes of benchmarking when an output cannot be created (the
+// path is a symlink or not a regular file, or its directory is not writable). Creates nothing.
 void check_writable(const std::string & path) {
-    const std::string tmp = path + ".tmp." + std::to_string((long) getpid());
-    FILE *            f   = fopen(tmp.c_str(), "wb");
-    if (!f) fail("cannot write " + path + ": " + strerror(errno));
-    fclose(f);
-    remove(tmp.c_str());
+    std::string err;
+    if (!sdio::check_output_path(path, err)) fail(err);
+    const size_t      slash = path.find_last_of('/');
+    const std::string dir   = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (access(dir.c_str(), W_OK | X_OK) != 0) fail("cannot write " + path + ": directory '" + dir + "': " + strerror(errno));
 }
 
 std::string html_escape(const std::string & s) {
@@ -132,9 +140,11 @@ int cmd_bench(int argc, char ** argv) {
     check_writable(json_path);
     check_writable(html_path);
 
-    krea2::runner r;
-    std::string   err;
+    interrupt_scope stop_on_signal;
+    krea2::runner   r;
+    std::string     err;
     if (!r.init(o.threads, err, o.device)) fail(err);
+    r.set_abort_callback(abort_poll, nullptr);
 
     const bench_cfg cfgs[] = {
         {"f32-native", krea2::wtype::f32, false, true},
@@ -142,6 +152,19 @@ int cmd_bench(int argc, char ** argv) {
         {"int8-ext", krea2::wtype::int8, true, false},
         {"int8-fused", krea2::wtype::int8, true, true},
     };
+    {
+        // every configuration in turn; each holds the F32 reference output and its own first output
+        if (!o.weights.empty()) make_source(o); // the checkpoint fixes the width
+        std::vector<run_phase> phases;
+        for (const bench_cfg & bc : cfgs) {
+            krea2::build_options bo;
+            bo.rope_ext = bc.rope_ext;
+            bo.fusion   = bc.fusion;
+            phases.push_back({{bc.type, bo, phases.empty() ? 1 : 2}, std::string("the ") + bc.name + " stack"});
+        }
+        krea2::available_memory avail;
+        check_memory(r, o, phases, -1, avail);
+    }
     std::vector<bench_result> rs;
     std::vector<float>        ref, x, tvec;
     krea2::config             c;

@@ -14,11 +14,12 @@ static const char * const INSPECT_HELP =
     "node: index, op, name, device, and how it runs: native, extension (single-node kernel,\n"
     "with the kernel name) or fused (inside a fusion rule's range, with the rule name); then\n"
     "the extension workspace and the compute buffer size (ggml_backend_sched_get_buffer_size).\n"
-    "Weights are allocated but not filled (planning reads shapes only), so the real width is\n"
-    "quick. Defaults here: 1 block, 64 tokens, real width, int8.\n"
+    "Weights take no memory: planning reads shapes and addresses only, so they are laid out in\n"
+    "reserved address space and the real width is quick. Defaults here: 1 block, 64 tokens,\n"
+    "real width, int8.\n"
     "\n"
     "Options:\n"
-    "  --block I   which block's graph (default 0)\n"
+    "  --block I   which block's graph, 0..999 (default 0)\n"
     "  --native    F32/BF16 style graph: RoPE as the plain op chain instead of sd_rope_apply\n"
     "  --json      machine-readable output on stdout\n"
     "  --help      this text\n";
@@ -62,7 +63,7 @@ int cmd_inspect(int argc, char ** argv) {
                  "\"kv_heads\": %lld, \"mlp\": %lld, \"dtype\": \"%s\", \"fusion\": %s, \"rope\": \"%s\"},\n",
                  blk, (long long) c.tokens, (long long) c.text_tokens, (long long) c.hidden, (long long) c.heads,
                  (long long) c.kv_heads, (long long) c.mlp, krea2::wtype_name(o.dtype), o.fusion ? "true" : "false",
-                 native ? "chain" : "sd_rope_apply");
+                 p.rope_ext ? "sd_rope_apply" : "chain");
         s += fmt("  \"steps\": %d, \"extension_steps\": %d, \"fused_steps\": %d, \"quantize_nodes\": %d,\n", p.n_steps,
                  p.n_ext, p.n_fused, p.n_quantize);
         s += fmt("  \"workspace_bytes_sum\": %zu, \"workspace_bytes_max\": %zu, \"compute_buffer_bytes\": %zu,\n",
@@ -82,7 +83,7 @@ int cmd_inspect(int argc, char ** argv) {
     }
     printf("sdx inspect: block %d, %lld tokens, hidden %lld, %lld/%lld heads, mlp %lld, %s, fusion %s, rope %s\n", blk,
            (long long) c.tokens, (long long) c.hidden, (long long) c.heads, (long long) c.kv_heads, (long long) c.mlp,
-           krea2::wtype_name(o.dtype), o.fusion ? "on" : "off", native ? "op chain" : "sd_rope_apply");
+           krea2::wtype_name(o.dtype), o.fusion ? "on" : "off", p.rope_ext ? "sd_rope_apply" : "op chain");
     printf("%5s  %-26s %-28s %-6s %-9s %s\n", "node", "op", "name", "device", "runs", "kernel / rule");
     for (const auto & n : p.nodes) {
         printf("%5d  %-26s %-28s %-6s %-9s %s\n", n.index, n.op.c_str(), n.name.c_str(), n.device.c_str(), n.mode.c_str(),

@@ -2,6 +2,9 @@
 
 #include "cli.h"
 
+#include "io/comfy_int8.h"
+#include "io/atomic_file.h"
+
 #include <cstdio>
 
 namespace sdx {
@@ -15,7 +18,10 @@ static const char * const QUANTIZE_HELP =
     "left behind on failure).\n"
     "\n"
     "Options:\n"
-    "  --group G   ConvRot group: 1, 4, 16, 64 or 256 (default 256); 0 quantizes without rotation\n"
+    "  --group G   ConvRot group, a power of 4: 4, 16, 64, 256 (default), 1024, ...; modules whose\n"
+    "              input width it does not divide stay float; 0 or 1 quantize without rotation\n"
+    "              (no ConvRot keys are written then). sdx run takes groups up to what this\n"
+    "              build's INT8 kernels support and says so at load otherwise\n"
     "  --help      this text\n";
 
 int cmd_quantize(int argc, char ** argv) {
@@ -29,9 +35,8 @@ int cmd_quantize(int argc, char ** argv) {
             return 0;
         }
         if (s == "--group") {
-            group = (int) a.int_value(0, 256);
-            if (group != 0 && group != 1 && group != 4 && group != 16 && group != 64 && group != 256)
-                usage_error("option --group: must be 0, 1, 4, 16, 64 or 256");
+            group = (int) a.int_value(0, 1 << 30);
+            if (group != 0 && !sdio::is_power_of_4(group)) usage_error("option --group: must be 0 or a power of 4 (1, 4, 16, ..., 1024, ...)");
         } else if (!s.empty() && s[0] == '-' && s != "-") {
             usage_error("quantize: unknown option '" + s + "' (try 'sdx quantize --help')");
         } else {
@@ -39,7 +44,12 @@ int cmd_quantize(int argc, char ** argv) {
         }
     }
     if (files.size() != 2) usage_error("quantize needs IN.safetensors and OUT.safetensors (try 'sdx quantize --help')");
-    if (files[0] == files[1]) usage_error("quantize: IN and OUT are the same file");
+    if (files[0].empty() || files[1].empty()) usage_error("quantize: a file name is empty");
+    // Compared as files (device + inode), not strings: "in.st" and "./in.st" or a hard link are
+    // the same file, and replacing the float original with its quantized copy loses it.
+    if (files[0] == files[1] || sdio::same_file(files[0], files[1])) usage_error("quantize: IN and OUT are the same file");
+    std::string perr;
+    if (!sdio::check_output_path(files[1], perr)) usage_error("quantize: " + perr);
     progress    p("quantize");
     std::string err;
     const bool  ok = krea2::quantize_checkpoint(files[0], files[1], group, err, [&](size_t done, size_t total) {
@@ -47,7 +57,8 @@ int cmd_quantize(int argc, char ** argv) {
     });
     p.finish();
     if (!ok) fail(err);
-    printf("sdx quantize: wrote %s (ConvRot group %d)\n", files[1].c_str(), group);
+    if (group > 1) printf("sdx quantize: wrote %s (ConvRot group %d)\n", files[1].c_str(), group);
+    else printf("sdx quantize: wrote %s (no rotation)\n", files[1].c_str());
     return 0;
 }
 

@@ -2,8 +2,11 @@
 // against the same stack in native F32.
 
 #include "cli.h"
+#include "interrupt.h"
+#include "memory_check.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -24,8 +27,15 @@ static const char * const RUN_HELP =
     "thirds of it the F32 weights and check; --no-check skips them). --weights reads only\n"
     "the first --blocks blocks of the file.\n"
     "\n"
+    "Before allocating, the peak memory (weights, compute buffer with the extension workspaces,\n"
+    "the CPU work buffer, host copies, and the F32 weights of the check) is measured and\n"
+    "compared with the memory available (MemAvailable and the cgroup limit); a run that does\n"
+    "not fit stops with the sizes and what would fit (exit 1).\n"
+    "Ctrl-C (SIGINT) or SIGTERM stops the computation at its next abort poll and exits with\n"
+    "128 + the signal (130, 143); a second one kills at once.\n"
+    "\n"
     "Options:\n"
-    "  --check / --no-check   compare with native F32 (default on)\n"
+    "  --check / --no-check   compare with native F32 (default on; give one of them at most)\n"
     "  --profile              time every node (the graph runs node by node, fusion off) and\n"
     "                         print the time per op, largest first\n"
     "  --help                 this text\n";
@@ -34,6 +44,7 @@ int cmd_run(int argc, char ** argv) {
     model_opts o;
     bool       check = true;
     bool       profile = false;
+    bool       check_given = false;
     args       a(argc, argv);
     while (a.next()) {
         const std::string s = a.cur();
@@ -41,32 +52,51 @@ int cmd_run(int argc, char ** argv) {
             printf("%s%s", RUN_HELP, MODEL_OPTS_HELP);
             return 0;
         }
-        if (s == "--check") check = true;
-        else if (s == "--no-check") check = false;
+        if (s == "--check" || s == "--no-check") {
+            if (check_given) usage_error("options --check and --no-check conflict");
+            check_given = true;
+            check       = s == "--check";
+        }
         else if (s == "--profile") profile = true;
         else if (!o.parse(a)) usage_error("run: unknown option '" + s + "' (try 'sdx run --help')");
     }
     o.finish();
 
-    krea2::runner r;
-    std::string   err;
+    interrupt_scope stop_on_signal;
+    krea2::runner   r;
+    std::string     err;
     if (!r.init(o.threads, err, o.device)) fail(err);
+    r.set_abort_callback(abort_poll, nullptr);
+
+    krea2::build_options bo;
+    bo.rope_ext = true;
+    bo.fusion   = o.fusion;
+    krea2::build_options nb; // the check: F32, native ops only
+    nb.rope_ext = false;
+
+    // opening a checkpoint fixes the width; then the peak is known before anything big exists
+    std::unique_ptr<krea2::weight_source> src = make_source(o);
+    std::vector<run_phase> phases = {{{o.dtype, bo, 0}, std::string("the ") + krea2::wtype_name(o.dtype) + " stack"}};
+    if (check) phases.push_back({{krea2::wtype::f32, nb, 1}, "the F32 check"});
+    krea2::available_memory      avail;
+    const krea2::memory_estimate need = check_memory(r, o, phases, check ? 1 : -1, avail);
 
     auto m = std::make_unique<krea2::model>();
-    load_model(o, o.dtype, *m, true);
+    load_model(o, o.dtype, *m, *src);
+    src.reset();
     const krea2::config c = m->cfg();
     printf("sdx run: %d block(s), %lld tokens (%lld text), hidden %lld, %lld heads / %lld kv heads, mlp %lld, %s weights%s, fusion %s\n",
            c.blocks, (long long) c.tokens, (long long) c.text_tokens, (long long) c.hidden, (long long) c.heads,
            (long long) c.kv_heads, (long long) c.mlp, krea2::wtype_name(o.dtype), o.weights.empty() ? " (synthetic)" : "",
            o.fusion ? "on" : "off");
+    if (avail.bytes == SIZE_MAX) printf("  memory: estimated peak %s (available memory unknown)\n", human_bytes(need.total).c_str());
+    else printf("  memory: estimated peak %s, %s available (%s)\n", human_bytes(need.total).c_str(),
+                human_bytes(avail.bytes).c_str(), avail.source.c_str());
     if (o.device != "cpu") printf("  device: %s (CPU fallback for what it declines)\n", o.device.c_str());
     fflush(stdout);
 
     const std::vector<float> x    = krea2::synthetic_input(c, o.seed);
     const std::vector<float> tvec = krea2::synthetic_tvec(c, o.seed);
-    krea2::build_options     bo;
-    bo.rope_ext = true;
-    bo.fusion   = o.fusion;
     r.set_profile(profile);
     krea2::runner::result res = run_stack(r, *m, bo, x, tvec, std::string("run ") + krea2::wtype_name(o.dtype));
     if (profile) {
@@ -91,11 +121,12 @@ int cmd_run(int argc, char ** argv) {
         m.reset(); // free first: at full width the F32 weights alone are 1.7 GB per block
         krea2::model f;
         load_model(o, krea2::wtype::f32, f, true);
-        krea2::build_options nb;
-        nb.rope_ext                   = false;
         // the reference is always native F32 on the CPU
         krea2::runner cpu_r;
-        if (o.device != "cpu" && !cpu_r.init(o.threads, err)) fail(err);
+        if (o.device != "cpu") {
+            if (!cpu_r.init(o.threads, err)) fail(err);
+            cpu_r.set_abort_callback(abort_poll, nullptr);
+        }
         krea2::runner & ref_r = o.device != "cpu" ? cpu_r : r;
         const krea2::runner::result ref = run_stack(ref_r, f, nb, x, tvec, "check f32");
         printf("  check: relative RMS deviation from native F32: %.3e of the output, %.3e of the stack's update (out - x);"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <string>
 
 static const char * const TOP_HELP =
     "usage: sdx <command> [options]\n"
@@ -19,9 +20,29 @@ static const char * const TOP_HELP =
     "  inspect   print the scheduled plan of one block graph (--json for machines)\n"
     "  bench     time F32, BF16, INT8 and INT8+fusion; write JSON and an HTML report\n"
     "  quantize  convert a safetensors checkpoint to ComfyUI int8_tensorwise + ConvRot\n"
+    "  verify    check a quantized checkpoint module by module against its float original\n"
     "\n"
-    "'sdx <command> --help' describes each command. Exit status: 0 success, 1 failure,\n"
-    "2 bad arguments.\n";
+    "'sdx <command> --help' describes each command. Exit status: 0 success, 1 failure (files,\n"
+    "memory, computation), 2 bad arguments (nothing was done), 130 / 143 stopped by SIGINT\n"
+    "(Ctrl-C) / SIGTERM. Errors are one line on stderr: 'sdx: error: ...'.\n";
+
+// One line whatever the message holds: control bytes (a newline inside an argument or a name
+// read from a file) are shown as \xNN.
+static void print_error(const char * what) {
+    std::string m;
+    for (const char * p = what; *p; ++p) {
+        const unsigned char c = (unsigned char) *p;
+        if (c < 0x20 || c == 0x7f) {
+            char b[8];
+            snprintf(b, sizeof b, "\\x%02x", c);
+            m += b;
+        } else {
+            m += (char) c;
+        }
+    }
+    fflush(stdout);
+    fprintf(stderr, "sdx: error: %s\n", m.c_str());
+}
 
 int main(int argc, char ** argv) {
     try {
@@ -38,18 +59,16 @@ int main(int argc, char ** argv) {
         if (cmd == "inspect") return sdx::cmd_inspect(argc - 1, argv + 1);
         if (cmd == "bench") return sdx::cmd_bench(argc - 1, argv + 1);
         if (cmd == "quantize") return sdx::cmd_quantize(argc - 1, argv + 1);
+        if (cmd == "verify") return sdx::cmd_verify(argc - 1, argv + 1);
         sdx::usage_error("unknown command '" + cmd + "' (try 'sdx --help')");
     } catch (const sdx::failure & f) {
-        fflush(stdout);
-        fprintf(stderr, "sdx: error: %s\n", f.what());
+        print_error(f.what());
         return f.code;
     } catch (const std::bad_alloc &) {
-        fflush(stdout);
-        fprintf(stderr, "sdx: error: out of memory\n");
+        print_error("out of memory");
         return 1;
     } catch (const std::exception & e) {
-        fflush(stdout);
-        fprintf(stderr, "sdx: error: %s\n", e.what());
+        print_error(e.what());
         return 1;
     }
 }

@@ -49,7 +49,16 @@ ggml_cpu_features detect() {
     const unsigned max_leaf = __get_cpuid_max(0, nullptr);
     if (max_leaf < 1) return f;
 
+    const cpuid_regs l0 = cpuid(0, 0);
+    memcpy(f.vendor + 0, &l0.ebx, 4);
+    memcpy(f.vendor + 4, &l0.edx, 4);
+    memcpy(f.vendor + 8, &l0.ecx, 4);
+    f.vendor[12] = '\0';
+
     const cpuid_regs l1 = cpuid(1, 0);
+    const unsigned base_family = (l1.eax >> 8) & 0xF, base_model = (l1.eax >> 4) & 0xF;
+    f.family = base_family == 0xF ? base_family + ((l1.eax >> 20) & 0xFF) : base_family;
+    f.model  = (base_family == 0x6 || base_family == 0xF) ? (((l1.eax >> 16) & 0xF) << 4) | base_model : base_model;
     const bool osxsave = bit(l1.ecx, 27);
     const unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
 

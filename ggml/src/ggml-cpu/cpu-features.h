@@ -16,6 +16,10 @@ struct ggml_cpu_features {
     bool amx_tile    = false; // CPUID + XCR0 only; see ggml_cpu_amx_request_permission
     bool amx_int8    = false;
     bool amx_bf16    = false;
+    // CPU identity (CPUID leaves 0 and 1), the key of the kernel-choice table (kernel-choice.cpp)
+    char     vendor[13] = {0}; // "AuthenticAMD", "GenuineIntel", ... ("" off x86)
+    unsigned family     = 0;   // display family (base + extended)
+    unsigned model      = 0;   // display model (extended << 4 | base, as Intel and AMD define it)
 };
 
 // Detected once (thread-safe), then cached.

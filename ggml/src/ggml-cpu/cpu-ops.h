@@ -87,6 +87,41 @@ void ggml_cpu_op_soft_max(const struct ggml_compute_params * params, struct ggml
 void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst);
 
+// Ops for diffusion clients (issue 13):
+//   ops-conv.cpp:          im2col, conv_2d (tiled im2col + MUL_MAT), conv_2d_dw, conv_transpose_1d/2d
+//   ops-pool-upscale.cpp:  pool_1d, pool_2d, upscale
+//   ops-norm-group.cpp:    group_norm, l2_norm
+void ggml_cpu_op_im2col(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_2d_dw(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_im2col_3d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_3d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_transpose_1d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_conv_transpose_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_pool_1d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_pool_2d(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_upscale(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_group_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_l2_norm(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+size_t ggml_cpu_conv_2d_work_size(const struct ggml_tensor * dst, int n_threads);
+//   ops-reduce.cpp:        sum, sum_rows + mean, argmax, argsort + top_k
+//   ops-index.cpp:         clamp/leaky_relu/log/sin/cos/diag_mask_inf, acc + set, roll, add_id,
+//                          mul_mat_id, set_rows, map_custom1..3
+void ggml_cpu_op_sum(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_sum_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst); // SUM_ROWS, MEAN
+void ggml_cpu_op_argmax(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_argsort(const struct ggml_compute_params * params, struct ggml_tensor * dst); // ARGSORT, TOP_K
+void ggml_cpu_op_elementwise_client(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_acc_set(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_roll(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_add_id(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_mul_mat_id(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_set_rows(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_map_custom(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_win(const struct ggml_compute_params * params, struct ggml_tensor * dst); // WIN_PART, WIN_UNPART
+void ggml_cpu_op_get_rel_pos(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+void ggml_cpu_op_add_rel_pos(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+
 // work-buffer sizes of the kernels that need scratch (others need none)
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads);
 size_t ggml_cpu_soft_max_work_size(const struct ggml_tensor * dst, int n_threads);

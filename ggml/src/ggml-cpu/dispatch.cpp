@@ -100,9 +100,9 @@ bool rope_supported(const ggml_tensor * dst) {
     if (dst->type != a->type || pos->type != GGML_TYPE_I32) return false;
     if (!rows_packed(a) || !rows_packed(dst)) return false;
     if (freq && freq->type != GGML_TYPE_F32) return false;
-    // only the two pairings the public API can build (multi-section modes are not implemented)
     const int mode = ggml_get_op_params_i32(dst, 2);
-    return mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX;
+    return mode == GGML_ROPE_TYPE_NORMAL || mode == GGML_ROPE_TYPE_NEOX || mode == GGML_ROPE_TYPE_MROPE ||
+           mode == GGML_ROPE_TYPE_IMROPE || mode == GGML_ROPE_TYPE_VISION;
 }
 
 // element moves without arithmetic: same non-block type in and out
@@ -150,6 +150,43 @@ void ggml_cpu_compute_forward(const struct ggml_compute_params * params, struct 
         case GGML_OP_ARANGE: ggml_cpu_op_arange(params, node); break;
         case GGML_OP_TIMESTEP_EMBEDDING: ggml_cpu_op_timestep_embedding(params, node); break;
         case GGML_OP_FLASH_ATTN_EXT: ggml_cpu_op_flash_attn_ext(params, node); break;
+        case GGML_OP_IM2COL: ggml_cpu_op_im2col(params, node); break;
+        case GGML_OP_CONV_2D: ggml_cpu_op_conv_2d(params, node); break;
+        case GGML_OP_CONV_2D_DW: ggml_cpu_op_conv_2d_dw(params, node); break;
+        case GGML_OP_IM2COL_3D: ggml_cpu_op_im2col_3d(params, node); break;
+        case GGML_OP_CONV_3D: ggml_cpu_op_conv_3d(params, node); break;
+        case GGML_OP_CONV_TRANSPOSE_1D: ggml_cpu_op_conv_transpose_1d(params, node); break;
+        case GGML_OP_CONV_TRANSPOSE_2D: ggml_cpu_op_conv_transpose_2d(params, node); break;
+        case GGML_OP_POOL_1D: ggml_cpu_op_pool_1d(params, node); break;
+        case GGML_OP_POOL_2D: ggml_cpu_op_pool_2d(params, node); break;
+        case GGML_OP_UPSCALE: ggml_cpu_op_upscale(params, node); break;
+        case GGML_OP_GROUP_NORM: ggml_cpu_op_group_norm(params, node); break;
+        case GGML_OP_L2_NORM: ggml_cpu_op_l2_norm(params, node); break;
+        case GGML_OP_CLAMP:
+        case GGML_OP_LEAKY_RELU:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_DIAG_MASK_INF: ggml_cpu_op_elementwise_client(params, node); break;
+        case GGML_OP_SUM: ggml_cpu_op_sum(params, node); break;
+        case GGML_OP_SUM_ROWS:
+        case GGML_OP_MEAN: ggml_cpu_op_sum_rows(params, node); break;
+        case GGML_OP_ARGMAX: ggml_cpu_op_argmax(params, node); break;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: ggml_cpu_op_argsort(params, node); break;
+        case GGML_OP_ACC:
+        case GGML_OP_SET: ggml_cpu_op_acc_set(params, node); break;
+        case GGML_OP_ROLL: ggml_cpu_op_roll(params, node); break;
+        case GGML_OP_ADD_ID: ggml_cpu_op_add_id(params, node); break;
+        case GGML_OP_MUL_MAT_ID: ggml_cpu_op_mul_mat_id(params, node); break;
+        case GGML_OP_SET_ROWS: ggml_cpu_op_set_rows(params, node); break;
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3: ggml_cpu_op_map_custom(params, node); break;
+        case GGML_OP_WIN_PART:
+        case GGML_OP_WIN_UNPART: ggml_cpu_op_win(params, node); break;
+        case GGML_OP_GET_REL_POS: ggml_cpu_op_get_rel_pos(params, node); break;
+        case GGML_OP_ADD_REL_POS: ggml_cpu_op_add_rel_pos(params, node); break;
         case GGML_OP_CUSTOM:
             if (ggml_ext_is_ext_node(node)) {
                 // only a registered kernel can run these; the capability query said no
@@ -171,6 +208,7 @@ size_t ggml_cpu_op_work_size(const struct ggml_tensor * node, int n_threads) {
         case GGML_OP_MUL_MAT: return ggml_cpu_mul_mat_work_size(node, n_threads);
         case GGML_OP_SOFT_MAX: return ggml_cpu_soft_max_work_size(node, n_threads);
         case GGML_OP_FLASH_ATTN_EXT: return ggml_cpu_flash_attn_ext_work_size(node, n_threads);
+        case GGML_OP_CONV_2D: return ggml_cpu_conv_2d_work_size(node, n_threads);
         default: return 0;
     }
 }
@@ -197,7 +235,7 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
         case GGML_OP_NORM:
         case GGML_OP_RMS_NORM: return same_float_type(node);
 
-        case GGML_OP_SCALE: return node->src[0] && node->src[0]->type == GGML_TYPE_F32 && node->type == GGML_TYPE_F32;
+        case GGML_OP_SCALE: return same_float_type(node); // computed in F32, rounded to the output type
 
         case GGML_OP_UNARY: return unary_supported(node);
         case GGML_OP_GLU: return glu_supported(node);
@@ -218,6 +256,54 @@ bool ggml_cpu_op_supported(const struct ggml_tensor * node) {
             return node->type == GGML_TYPE_F32 && node->src[0] && node->src[0]->type == GGML_TYPE_F32;
 
         case GGML_OP_CUSTOM: return !ggml_ext_is_ext_node(node); // extension nodes are not CPU callbacks
+
+        // issue 13 ops: float operands of any strides
+        case GGML_OP_IM2COL:
+        case GGML_OP_IM2COL_3D: return node->src[1] && is_float_type(node->src[1]->type) && is_float_type(node->type);
+        case GGML_OP_CONV_3D:
+        case GGML_OP_CONV_2D:
+        case GGML_OP_CONV_2D_DW:
+        case GGML_OP_CONV_TRANSPOSE_1D:
+        case GGML_OP_CONV_TRANSPOSE_2D:
+            return node->src[0] && node->src[1] && is_float_type(node->src[0]->type) &&
+                   is_float_type(node->src[1]->type) && is_float_type(node->type);
+        case GGML_OP_POOL_1D:
+        case GGML_OP_POOL_2D: return node->src[0] && is_float_type(node->src[0]->type) && node->type == GGML_TYPE_F32;
+        case GGML_OP_UPSCALE:
+        case GGML_OP_GROUP_NORM:
+        case GGML_OP_L2_NORM:
+        case GGML_OP_CLAMP:
+        case GGML_OP_LEAKY_RELU:
+        case GGML_OP_LOG:
+        case GGML_OP_SIN:
+        case GGML_OP_COS:
+        case GGML_OP_DIAG_MASK_INF:
+        case GGML_OP_SUM:
+        case GGML_OP_SUM_ROWS: return same_float_type(node);
+        case GGML_OP_MEAN: return node->src[0] && is_float_type(node->src[0]->type) && node->type == GGML_TYPE_F32;
+        case GGML_OP_ARGMAX:
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: return node->src[0] && is_float_type(node->src[0]->type) && node->type == GGML_TYPE_I32;
+        case GGML_OP_ACC: return same_float_type(node) && node->src[1] && node->src[1]->type == node->type;
+        case GGML_OP_SET: return all_srcs_same_type(node, 2);
+        case GGML_OP_ROLL: return all_srcs_same_type(node, 1);
+        case GGML_OP_ADD_ID:
+            return node->type == GGML_TYPE_F32 && node->src[0]->type == GGML_TYPE_F32 &&
+                   node->src[1]->type == GGML_TYPE_F32 && node->src[2]->type == GGML_TYPE_I32;
+        case GGML_OP_MUL_MAT_ID:
+            return node->type == GGML_TYPE_F32 && is_float_type(node->src[0]->type) &&
+                   is_float_type(node->src[1]->type) && node->src[2]->type == GGML_TYPE_I32;
+        case GGML_OP_SET_ROWS:
+            return is_float_type(node->type) && node->src[0] && is_float_type(node->src[0]->type) && node->src[1] &&
+                   (node->src[1]->type == GGML_TYPE_I32 || node->src[1]->type == GGML_TYPE_I64);
+        case GGML_OP_MAP_CUSTOM1:
+        case GGML_OP_MAP_CUSTOM2:
+        case GGML_OP_MAP_CUSTOM3: return true;
+        case GGML_OP_WIN_PART:
+        case GGML_OP_WIN_UNPART: return node->type == GGML_TYPE_F32 && node->src[0]->type == GGML_TYPE_F32;
+        case GGML_OP_GET_REL_POS: return is_float_type(node->src[0]->type) && node->type == GGML_TYPE_F16;
+        case GGML_OP_ADD_REL_POS:
+            return node->type == GGML_TYPE_F32 && ggml_is_contiguous(node->src[0]) && ggml_is_contiguous(node);
 
         case GGML_OP_COUNT:
         default: return false;

@@ -133,7 +133,7 @@ void graph_task(int ith, int nth, void * data) {
 int graph_thread_count(const std::vector<ggml_tensor *> & nodes, int n_threads) {
     int wanted = 0;
     for (const ggml_tensor * node : nodes) {
-        if (node->op != GGML_OP_CUSTOM) return n_threads;
+        if (node->op != GGML_OP_CUSTOM && !ggml_op_is_map_custom(node->op)) return n_threads;
         ggml_custom_op_params p;
         memcpy(&p, node->op_params, sizeof(p));
         if (p.n_tasks <= 0) return n_threads; // GGML_N_TASKS_MAX: all threads
@@ -248,8 +248,8 @@ const ggml_backend_i cpu_backend_iface = {
     /* .event_wait       = */ nullptr,
 };
 
-ggml_guid cpu_backend_guid = {
-    {0x5c, 0x2e, 0x8a, 0x41, 0x93, 0x07, 0x4f, 0xd6, 0xb1, 0x6a, 0x0e, 0x27, 0xc4, 0x58, 0x9d, 0x13}};
+ggml_guid cpu_backend_guid = {0x5c, 0x2e, 0x8a, 0x41, 0x93, 0x07, 0x4f, 0xd6,
+                               0xb1, 0x6a, 0x0e, 0x27, 0xc4, 0x58, 0x9d, 0x13};
 
 cpu_backend_context * cpu_ctx(ggml_backend_t backend) {
     GGML_ASSERT(ggml_backend_is_cpu(backend) && "not a CPU backend");
@@ -630,7 +630,7 @@ ggml_backend_t ggml_backend_cpu_init(void) {
 
 bool ggml_backend_is_cpu(ggml_backend_t backend) {
     return backend != nullptr && backend->guid != nullptr &&
-           memcmp(backend->guid->bytes, cpu_backend_guid.bytes, sizeof(cpu_backend_guid.bytes)) == 0;
+           ggml_guid_matches(backend->guid, &cpu_backend_guid);
 }
 
 void ggml_backend_cpu_set_n_threads(ggml_backend_t backend_cpu, int n_threads) {

@@ -70,3 +70,6 @@ void ggml_avx512_rope_row(const float * x, float * y, int64_t ne0, int n_offs, i
 size_t ggml_avx512_flash_attn_floats(int64_t D, int64_t Dv);
 // Whole op on this thread's share (same contract as ggml_cpu_op_flash_attn_ext).
 void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst);
+// Whether that kernel runs this node with bf16 products (F16/BF16 K and V, GGML_PREC_DEFAULT, the
+// kernel table's choice) rather than exact F32 ones.
+bool ggml_avx512_flash_attn_uses_bf16(const struct ggml_tensor * dst);

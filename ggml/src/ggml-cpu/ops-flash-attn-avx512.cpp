@@ -18,13 +18,15 @@
 // converted once for all of them.
 //
 // Two product kernels:
-//  * F32 path (F32 K or V, or a CPU without AVX512_BF16): K and V blocks are widened once per
+//  * F32 path ("f32fma": GGML_PREC_F32 requested, a CPU without AVX512_BF16, or the kernel table /
+//    GGML_CPU_KERNEL picks it, see kernel-choice.h): K and V blocks are widened once per
 //    (chunk of tiles, block) into row-major F32 scratch and reused by all its queries; products
 //    and accumulation are exact F32 FMAs.
-//  * BF16 path (K and V both F16 or BF16, CPU with AVX512_BF16): Q.K^T and P.V use vdpbf16ps,
+//  * BF16 path ("bf16dot": GGML_PREC_DEFAULT, CPU with AVX512_BF16, chosen by the kernel table;
+//    K and V of any supported type): Q.K^T and P.V use vdpbf16ps,
 //    whose lanes multiply PAIRS of bf16 and accumulate in F32. So every product operand is
 //    rounded to bf16 once: Q rows when the tile is built, K/V blocks when they are converted
-//    (F16 -> bf16; BF16 data is used as is), and the probabilities P in [0, 1] before P.V.
+//    (F32, F16 -> bf16; BF16 data is used as is), and the probabilities P in [0, 1] before P.V.
 //    PRECISION: each operand of each product has relative error <= 2^-9 from the rounding to bf16
 //    of its F32 value (round to nearest even; vcvtneps2bf16, vcvtne2ps2bf16 and vdpbf16ps also
 //    treat subnormals as zero, an absolute error < 1.2e-38); for P that F32 value is the exp
@@ -36,6 +38,7 @@
 //    one 32-bit broadcast); for P.V the pairs run along kv: Pp[j/2][i] = (P[j][i], P[j+1][i]) and
 //    Vp[j/2][d] = (V[j][d], V[j+1][d]).
 
+#include "kernel-choice.h"
 #include "ops-fast.h"
 
 #include <cmath>
@@ -205,10 +208,15 @@ inline __m512bh as_bh(__m512i v) { return (__m512bh) v; }
 // 16 floats -> 16 bf16 (RNE), zero-extended into 32-bit lanes
 inline __m512i bf16_lanes(__m512 v) { return _mm512_cvtepu16_epi32((__m256i) _mm512_cvtneps_pbh(v)); }
 
-// n elements of a K row (F16 or BF16) -> bf16, zero-padded to `pad` (a multiple of 16) elements
+// n elements of a K row (F32, F16 or BF16) -> bf16, zero-padded to `pad` (a multiple of 16) elements
 void to_bf16(enum ggml_type type, const void * src, uint16_t * dst, int64_t n, int64_t pad) {
     int64_t i = 0;
-    if (type == GGML_TYPE_F16) {
+    if (type == GGML_TYPE_F32) {
+        for (; i < n; i += 16) {
+            const __mmask16 m = tail_mask(n - i);
+            _mm256_storeu_si256((__m256i *) (dst + i), (__m256i) _mm512_cvtneps_pbh(load((const float *) src + i, m)));
+        }
+    } else if (type == GGML_TYPE_F16) {
         for (; i < n; i += 16) {
             const __mmask16 m = tail_mask(n - i);
             _mm256_storeu_si256((__m256i *) (dst + i), (__m256i) _mm512_cvtneps_pbh(_mm512_cvtph_ps(load_h((const uint16_t *) src + i, m))));
@@ -222,9 +230,10 @@ void to_bf16(enum ggml_type type, const void * src, uint16_t * dst, int64_t n, i
     for (; i < pad; i += 16) _mm256_storeu_si256((__m256i *) (dst + i), _mm256_setzero_si256());
 }
 
-// 16 elements of a V row (F16 or BF16) from element d, as bf16 in 32-bit lanes (0 past n)
+// 16 elements of a V row (F32, F16 or BF16) from element d, as bf16 in 32-bit lanes (0 past n)
 inline __m512i v_lanes(enum ggml_type type, const void * row, int64_t d, int64_t n) {
     if (d >= n) return _mm512_setzero_si512();
+    if (type == GGML_TYPE_F32) return bf16_lanes(load((const float *) row + d, tail_mask(n - d)));
     const __m256i h = load_h((const uint16_t *) row + d, tail_mask(n - d));
     if (type == GGML_TYPE_F16) return bf16_lanes(_mm512_cvtph_ps(h));
     return _mm512_cvtepu16_epi32(h);
@@ -555,6 +564,17 @@ void run_chunk(const fa_args & a, const layout & l, float * ws, const tile * t, 
 
 size_t ggml_avx512_flash_attn_floats(int64_t D, int64_t Dv) { return (size_t) make_layout(D, Dv).total; }
 
+bool ggml_avx512_flash_attn_uses_bf16(const struct ggml_tensor * dst) {
+    // bf16 products only when the node did not ask for F32 precision (ggml_flash_attn_ext_set_prec:
+    // rounding Q, K, V and P to bf16 costs ~2^-9 relative per product, 2e-3 at the DiT shape) and
+    // this CPU's table row (or GGML_CPU_KERNEL) picks bf16dot for flash attention; then F32 K/V
+    // are rounded to bf16 too (GGML_PREC_DEFAULT allows it, as upstream's GPU backends do: on Zen 4
+    // the exact F32 path cannot pass the FMA peak, ~2/3 of the bf16 rate)
+    return dst->src[0]->ne[0] <= 4096 &&
+           ggml_flash_attn_ext_get_prec(dst) == GGML_PREC_DEFAULT &&
+           ggml_cpu_kernel_for(ggml_cpu_kernel_family::flash_attn) == ggml_cpu_kernel::bf16dot;
+}
+
 void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     fa_args a;
     a.q = dst->src[0];
@@ -577,9 +597,7 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
     a.rk3 = a.S / a.k->ne[3];
     a.rv3 = a.S / a.v->ne[3];
 
-    // bf16 products only when both K and V are already 16-bit (F32 K/V keep the exact path)
-    auto half_type = [](ggml_type t) { return t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; };
-    const bool bf  = half_type(a.k->type) && half_type(a.v->type) && a.D <= 4096 && ggml_cpu_get_features().avx512_bf16;
+    const bool bf = ggml_avx512_flash_attn_uses_bf16(dst);
 
     const layout l   = make_layout(a.D, a.Dv);
     const int    ith = params->ith, nth = params->nth;
@@ -627,6 +645,7 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
 #else
 
 size_t ggml_avx512_flash_attn_floats(int64_t, int64_t) { return 0; }
+bool   ggml_avx512_flash_attn_uses_bf16(const struct ggml_tensor *) { return false; }
 void   ggml_avx512_flash_attn_ext(const struct ggml_compute_params *, struct ggml_tensor *) { GGML_ABORT("no AVX-512 build"); }
 
 #endif

@@ -8,8 +8,11 @@
 //   f32:   packed, cache-blocked GEMM with an AVX-512 FMA micro-kernel of MR x 32 outputs
 //          (MR activation rows broadcast, 32 weight columns in two zmm). F16 and BF16 weights are
 //          widened exactly to F32 while packing, so F16 weights keep full F32 precision; BF16
-//          weights use this path only on CPUs without AVX512_BF16.
-//   bf16:  BF16 weights on AVX512_BF16 CPUs: activations are rounded to BF16 (round to nearest
+//          weights use this path ("f32fma") on CPUs without AVX512_BF16 and where the kernel
+//          table (kernel-choice.cpp) or GGML_CPU_KERNEL picks it: on CPUs whose vdpbf16ps is slow
+//          it runs at our F32 GEMM's speed (issue 16), and it is exact.
+//   bf16:  ("bf16dot") BF16 weights on AVX512_BF16 CPUs whose kernel-table row picks it (AMD Zen 4:
+//          twice the FMA path's rate): activations are rounded to BF16 (round to nearest
 //          even) while packing and the products use vdpbf16ps, accumulating in F32. PRECISION
 //          CHOICE: rounding activations costs up to 2^-9 relative error per product (bounded by
 //          2^-9 * sum_k |w_k x_k| overall); upstream ggml's CPU backend rounds activations to
@@ -33,6 +36,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include "cpu-features.h"
+#include "kernel-choice.h"
 
 // GCC 12 reports the deliberately undefined pass-through operands inside avx512fintrin.h's own
 // masked/reduce intrinsics as maybe-uninitialized; nothing in this file reads an undefined value.
@@ -92,7 +96,9 @@ bool amx_ok() {
     return ok;
 }
 
-plan make_plan(const struct ggml_tensor * dst) {
+// bf16_kernel: the kernel for BF16 weights (ggml_cpu_kernel_for(mul_mat_bf16) when running; the
+// work size asks for both so a changed override can never find the buffer short)
+plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel) {
     plan                       pl;
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
@@ -114,7 +120,7 @@ plan make_plan(const struct ggml_tensor * dst) {
     pl.n_mats = pl.B2 * pl.B3;
     if (pl.K == 0) return pl; // the portable path writes the zeros
 
-    const bool bf16_dp = a->type == GGML_TYPE_BF16 && f.avx512_bf16;
+    const bool bf16_dp = a->type == GGML_TYPE_BF16 && f.avx512_bf16 && bf16_kernel == ggml_cpu_kernel::bf16dot;
     if (pl.M <= (bf16_dp ? SMALL_M_MAX_BF16 : SMALL_M_MAX)) {
         pl.p       = path::small;
         pl.x_bytes = b->nb[0] == sizeof(float) ? 0 : align_up((size_t) (pl.n_mats * pl.M * pl.K) * sizeof(float));
@@ -123,7 +129,7 @@ plan make_plan(const struct ggml_tensor * dst) {
     }
     if (a->type == GGML_TYPE_BF16 && amx_ok()) {
         pl.p = path::amx;
-    } else if (a->type == GGML_TYPE_BF16 && f.avx512_bf16) {
+    } else if (bf16_dp) {
         pl.p = path::bf16;
     } else {
         pl.p = path::f32;
@@ -698,22 +704,40 @@ void gemv_small(const plan & pl, const struct ggml_compute_params * params, stru
 
 #pragma GCC pop_options
 
-bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor * dst) {
-    return make_plan(dst).p != path::none;
-}
+namespace {
+ggml_cpu_kernel current_bf16_kernel() { return ggml_cpu_kernel_for(ggml_cpu_kernel_family::mul_mat_bf16); }
 
-size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_threads) {
-    const plan pl = make_plan(dst);
+size_t plan_bytes(const plan & pl, int n_threads) {
     if (pl.p == path::none) return 0;
     const size_t bytes = pl.x_bytes + (size_t) n_threads * pl.w_bytes;
     return bytes == 0 ? 0 : bytes + ALIGN;
 }
+} // namespace
+
+bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor * dst) {
+    return make_plan(dst, ggml_cpu_kernel::f32fma).p != path::none;
+}
+
+size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_threads) {
+    return std::max(plan_bytes(make_plan(dst, ggml_cpu_kernel::f32fma), n_threads),
+                    plan_bytes(make_plan(dst, ggml_cpu_kernel::bf16dot), n_threads));
+}
+
+const char * ggml_cpu_mul_mat_x86_kernel(const struct ggml_tensor * dst) {
+    switch (make_plan(dst, current_bf16_kernel()).p) {
+        case path::small: return "avx512 small-M dot (f32)";
+        case path::f32: return "avx512 f32fma";
+        case path::bf16: return "avx512 bf16dot";
+        case path::amx: return "amx bf16";
+        default: return nullptr;
+    }
+}
 
 void ggml_cpu_mul_mat_x86(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
-    const plan pl = make_plan(dst);
+    const plan pl = make_plan(dst, current_bf16_kernel());
     GGML_ASSERT(pl.p != path::none && "mul_mat: x86 path called for an unsupported node");
     if (pl.N == 0 || pl.M == 0 || pl.n_mats == 0) return;
-    const size_t need = ggml_cpu_mul_mat_x86_work_size(dst, params->nth);
+    const size_t need = plan_bytes(pl, params->nth);
     GGML_ASSERT(params->wsize >= need && "mul_mat: work buffer too small");
     char * wbase = need ? align_ptr(params->wdata) : nullptr;
     if (pl.p == path::small) {
@@ -727,6 +751,7 @@ void ggml_cpu_mul_mat_x86(const struct ggml_compute_params * params, struct ggml
 
 bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor *) { return false; }
 size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor *, int) { return 0; }
+const char * ggml_cpu_mul_mat_x86_kernel(const struct ggml_tensor *) { return nullptr; }
 void ggml_cpu_mul_mat_x86(const struct ggml_compute_params *, struct ggml_tensor *) {}
 
 #endif

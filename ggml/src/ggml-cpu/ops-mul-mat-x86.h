@@ -12,5 +12,9 @@ bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor * dst);
 // Work buffer bytes the fast path needs with n_threads threads (0 if not usable).
 size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_threads);
 
+// Name of the kernel the fast path runs for this node now ("avx512 f32fma", "avx512 bf16dot",
+// ...), nullptr when it is not usable.
+const char * ggml_cpu_mul_mat_x86_kernel(const struct ggml_tensor * dst);
+
 // Runs the fast path on this thread's share; only valid when usable() returned true.
 void ggml_cpu_mul_mat_x86(const struct ggml_compute_params * params, struct ggml_tensor * dst);

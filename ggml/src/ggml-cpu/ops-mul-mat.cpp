@@ -1,7 +1,8 @@
 // ops-mul-mat.cpp — portable MUL_MAT kernel: out[n, m] = sum_k a[k, n] * b[k, m] (facts 4.8).
 //
-// Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 and multiplied by F32
-// activations; everything accumulates in F32. Activations are never rounded to F16/BF16.
+// Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 (Q8_0 weights dequantized
+// to F32) and multiplied by F32 activations; everything accumulates in F32. Activations are never
+// rounded to F16/BF16 or quantized.
 //
 // Structure: the output of each matrix pair is cut into blocks of (weight rows) x (activation
 // rows); threads take contiguous runs of blocks. Inside a block, K is walked in chunks so that a
@@ -11,7 +12,8 @@
 // Work buffer layout: [src1 converted to contiguous F32, when needed][per-thread weight scratch].
 //
 // Fast paths: on x86 CPUs with AVX-512, ops-mul-mat-x86.cpp takes over (packed GEMMs, see there)
-// unless params->use_ref forces this portable path; the work buffer is sized for either.
+// unless params->use_ref forces this portable path; the work buffer is sized for either. F16/BF16
+// activations are first widened to F32 in the work buffer so that they reach the fast path too.
 
 #include "cpu-ops.h"
 #include "ops-mul-mat-x86.h"
@@ -23,6 +25,7 @@
 namespace {
 
 constexpr int64_t MM_KC     = 256; // K chunk (elements)
+static_assert(MM_KC % QK8_0 == 0, "a K chunk must hold whole Q8_0 blocks");
 constexpr int64_t MM_NB_MAX = 16;  // weight rows per block (upper bound; the planner may shrink it)
 constexpr int64_t MM_MB_MAX = 64;  // activation rows per block
 constexpr int     MM_NR     = ggml_cpu_portable::DOT_NR; // register tile: weight rows
@@ -86,6 +89,27 @@ block_plan plan_blocks(int64_t N, int64_t M, int64_t n_mats, int nth) {
     return p;
 }
 
+// F16/BF16 activations (upstream's conv_2d/conv_1d compositions multiply an F16 im2col matrix by
+// an F16 kernel as src1): the x86 fast path takes F32 activations only, so they are widened
+// (exactly) into the work buffer first and the fast path runs on a copy of the node whose src1 is
+// that F32 matrix. widened_node fills `b32`/`d32` and says whether this route applies.
+bool widened_node(const struct ggml_tensor * dst, struct ggml_tensor * b32, struct ggml_tensor * d32) {
+    const struct ggml_tensor * b = dst->src[1];
+    if (!b || (b->type != GGML_TYPE_F16 && b->type != GGML_TYPE_BF16)) return false;
+    *b32      = *b;
+    b32->type = GGML_TYPE_F32;
+    b32->data = nullptr;
+    b32->nb[0] = sizeof(float);
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) b32->nb[i] = b32->nb[i - 1] * (size_t) b32->ne[i - 1];
+    *d32        = *dst;
+    d32->src[1] = b32;
+    return ggml_cpu_mul_mat_x86_usable(d32);
+}
+
+size_t widened_bytes(const struct ggml_tensor * b) {
+    return align_up((size_t) ggml_nelements(b) * sizeof(float), MM_ALIGN);
+}
+
 } // namespace
 
 bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
@@ -95,7 +119,9 @@ bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
     auto float_type = [](enum ggml_type t) {
         return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
     };
-    if (!float_type(a->type) || !float_type(b->type) || dst->type != GGML_TYPE_F32) return false;
+    // Q8_0 weights: dequantized per K chunk (whole blocks) on the portable path
+    const bool a_ok = float_type(a->type) || (a->type == GGML_TYPE_Q8_0 && a->ne[0] % QK8_0 == 0);
+    if (!a_ok || !float_type(b->type) || dst->type != GGML_TYPE_F32) return false;
     // rows packed (which also rules out a transposed a); a row of <= 1 element has no layout to check
     if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return false;
     if (dst->nb[0] != sizeof(float)) return false;
@@ -110,12 +136,44 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
     const size_t bytes    = src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
     const size_t portable = bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
     // use_ref is not known here, so room for whichever path runs
-    return std::max(portable, ggml_cpu_mul_mat_x86_work_size(dst, n_threads));
+    size_t fast = ggml_cpu_mul_mat_x86_work_size(dst, n_threads);
+    struct ggml_tensor b32, d32;
+    if (widened_node(dst, &b32, &d32)) {
+        fast = std::max(fast, widened_bytes(b) + ggml_cpu_mul_mat_x86_work_size(&d32, n_threads) + MM_ALIGN);
+    }
+    return std::max(portable, fast);
 }
 
 void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     if (!params->use_ref && ggml_cpu_mul_mat_x86_usable(dst)) {
         ggml_cpu_mul_mat_x86(params, dst);
+        return;
+    }
+    struct ggml_tensor b32, d32;
+    if (!params->use_ref && widened_node(dst, &b32, &d32)) {
+        const struct ggml_tensor * b = dst->src[1];
+        GGML_ASSERT(params->wsize >= ggml_cpu_mul_mat_work_size(dst, params->nth) && "mul_mat: work buffer too small");
+        char *        wbase = align_ptr(params->wdata);
+        float *       x     = (float *) wbase;
+        const int64_t K = b->ne[0], rows = b->ne[1] * b->ne[2] * b->ne[3];
+        int64_t       r0, r1;
+        ggml_cpu_split_range(rows, params->ith, params->nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i1 = r % b->ne[1], i2 = (r / b->ne[1]) % b->ne[2], i3 = r / (b->ne[1] * b->ne[2]);
+            const char *  src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+            if (b->nb[0] == ggml_type_size(b->type)) {
+                widen_row(b->type, src, x + r * K, K);
+            } else {
+                widen_row_strided(b->type, src, b->nb[0], x + r * K, K);
+            }
+        }
+        // every thread must reach the barrier, so no early abort return before it
+        ggml_cpu_barrier(params);
+        b32.data                  = x;
+        ggml_compute_params inner = *params;
+        inner.wdata               = wbase + widened_bytes(b);
+        inner.wsize               = params->wsize - (size_t) ((char *) inner.wdata - (char *) params->wdata);
+        ggml_cpu_mul_mat_x86(&inner, &d32);
         return;
     }
 
@@ -215,7 +273,8 @@ void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_
                     arow[n] = (const float *) src + k0;
                 } else {
                     float * w = wscratch + n * MM_KC;
-                    widen_row(a->type, src + k0 * a->nb[0], w, kc);
+                    // k0 is a multiple of MM_KC, so of any block size: byte offset of element k0
+                    widen_row(a->type, src + ggml_row_size(a->type, k0), w, kc);
                     arow[n] = w;
                 }
             }

@@ -82,6 +82,77 @@ void rotate_row(const rope_params & rp, const rope_cache & c, const T * x, T * y
     }
 }
 
+// Multi-section modes (MROPE 8, VISION 24, IMROPE 40): which position component (t, h, w, e)
+// drives rotated pair i, and the frequency index it uses.
+struct multi_pair {
+    int comp;  // 0..3
+    int fidx;  // exponent index: i (MROPE/IMROPE) or i - section start (VISION)
+};
+
+multi_pair multi_pair_of(int mode, const int sect[4], int i) {
+    const int sect_dims = sect[0] + sect[1] + sect[2] + sect[3];
+    const int s         = i % sect_dims;
+    const int b1 = sect[0], b2 = b1 + sect[1], b3 = b2 + sect[2];
+    if (mode == GGML_ROPE_TYPE_IMROPE) {
+        // interleaved t, h, w (each while its section lasts), then e
+        if (s % 3 == 1 && s < 3 * sect[1]) return {1, i};
+        if (s % 3 == 2 && s < 3 * sect[2]) return {2, i};
+        if (s % 3 == 0 && s < 3 * sect[0]) return {0, i};
+        return {3, i};
+    }
+    const int comp  = s < b1 ? 0 : s < b2 ? 1 : s < b3 ? 2 : 3;
+    const int start = comp == 0 ? 0 : comp == 1 ? b1 : comp == 2 ? b2 : b3;
+    return {comp, mode == GGML_ROPE_TYPE_VISION ? s - start : i};
+}
+
+// Portable multi-section rope over this thread's rows (angles in double, like the 1-D modes).
+template <typename T>
+void rope_multi_rows(const struct ggml_compute_params * params, const rope_params & rp, int mode, const int sect[4],
+                     double freq_base, const int32_t * positions, const struct ggml_tensor * src0,
+                     struct ggml_tensor * dst, int64_t r0, int64_t r1) {
+    const int64_t ne0 = src0->ne[0], ne1 = src0->ne[1], ne2 = src0->ne[2];
+    const bool    vision = mode == GGML_ROPE_TYPE_VISION;
+    const int     n_pairs = vision ? rp.n_dims : rp.n_dims / 2;
+    const int     second  = vision ? rp.n_dims : rp.n_dims / 2; // NEOX-style partner offset
+    double mscale = rp.attn_factor;
+    if (rp.ext_factor != 0.0f) mscale *= 1.0 + 0.1 * std::log(1.0 / (double) rp.freq_scale);
+    std::vector<float> cs((size_t) n_pairs), sn((size_t) n_pairs);
+    int64_t cached_i2 = -1;
+    for (int64_t r = r0; r < r1; ++r) {
+        if (((r - r0) & 255) == 0 && ggml_cpu_should_abort(params)) return;
+        const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+        if (i2 != cached_i2) {
+            for (int i = 0; i < n_pairs; ++i) {
+                const multi_pair mp = multi_pair_of(mode, sect, i);
+                const double     p  = (double) positions[i2 + mp.comp * ne2];
+                const double     ff = rp.freq_factors ? (double) rp.freq_factors[i] : 1.0;
+                const double     extrap = p * std::pow(freq_base, -2.0 * mp.fidx / (double) rp.n_dims) / ff;
+                const double     interp = (double) rp.freq_scale * extrap;
+                double           theta  = interp;
+                if (rp.ext_factor != 0.0f) {
+                    const double y    = ((double) i - rp.corr_low) / std::max(0.001, (double) rp.corr_high - rp.corr_low);
+                    const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
+                    const double mix  = ramp * rp.ext_factor;
+                    theta             = interp * (1.0 - mix) + extrap * mix;
+                }
+                cs[i] = (float) (std::cos(theta) * mscale);
+                sn[i] = (float) (std::sin(theta) * mscale);
+            }
+            cached_i2 = i2;
+        }
+        const T * x = (const T *) ((const char *) src0->data + i1 * src0->nb[1] + i2 * src0->nb[2] + i3 * src0->nb[3]);
+        T *       y = (T *) ((char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+        for (int i = 0; i < n_pairs; ++i) {
+            const float x0 = load(x + i), x1 = load(x + i + second);
+            store(y + i, x0 * cs[i] - x1 * sn[i]);
+            store(y + i + second, x0 * sn[i] + x1 * cs[i]);
+        }
+        if (x != y) {
+            for (int64_t i = 2 * (int64_t) n_pairs; i < ne0; ++i) y[i] = x[i];
+        }
+    }
+}
+
 } // namespace
 
 void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
@@ -101,9 +172,9 @@ void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_ten
     const float beta_fast   = ggml_get_op_params_f32(dst, 9);
     const float beta_slow   = ggml_get_op_params_f32(dst, 10);
 
-    if ((mode & ~GGML_ROPE_TYPE_NEOX) != 0) {
-        GGML_ABORT("rope: mode %d not supported (only NORMAL and NEOX; multi-section modes are not implemented)",
-                   mode);
+    const bool multi = mode == GGML_ROPE_TYPE_MROPE || mode == GGML_ROPE_TYPE_IMROPE || mode == GGML_ROPE_TYPE_VISION;
+    if (!multi && (mode & ~GGML_ROPE_TYPE_NEOX) != 0) {
+        GGML_ABORT("rope: mode %d not supported (NORMAL, NEOX, MROPE, IMROPE, VISION)", mode);
     }
 
     const int64_t ne0 = src0->ne[0];
@@ -117,8 +188,10 @@ void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_ten
     const size_t esz = ggml_type_size(src0->type);
     GGML_ASSERT((ne0 <= 1 || (src0->nb[0] == esz && dst->nb[0] == esz)) && "rope: rows must be packed");
     GGML_ASSERT(n_dims >= 0 && n_dims % 2 == 0 && "rope: n_dims must be even");
-    GGML_ASSERT(n_offs >= 0 && n_offs + n_dims <= ne0 && "rope: rotated window exceeds the row");
-    GGML_ASSERT(pos && pos->type == GGML_TYPE_I32 && pos->ne[0] >= ne2 && "rope: positions must be I32 [ne2]");
+    GGML_ASSERT(n_offs >= 0 && n_offs + (multi && mode == GGML_ROPE_TYPE_VISION ? 2 * n_dims : n_dims) <= ne0 &&
+                "rope: rotated window exceeds the row");
+    GGML_ASSERT(pos && pos->type == GGML_TYPE_I32 && pos->ne[0] >= (multi ? 4 : 1) * ne2 &&
+                "rope: positions must be I32 [ne2] (multi-section modes: [4*ne2])");
     if (ffac) {
         GGML_ASSERT(ffac->type == GGML_TYPE_F32 && ffac->ne[0] >= n_dims / 2 && "rope: freq factors F32 [n_dims/2]");
     }
@@ -146,6 +219,20 @@ void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_ten
     int64_t r0, r1;
     ggml_cpu_split_range(nrows, params->ith, params->nth, &r0, &r1);
     if (r0 >= r1) return;
+
+    if (multi) {
+        GGML_ASSERT(n_offs == 0 && "rope: multi-section modes rotate from element 0");
+        int sect[4];
+        for (int k = 0; k < 4; ++k) sect[k] = ggml_get_op_params_i32(dst, 11 + k);
+        GGML_ASSERT(sect[0] + sect[1] + sect[2] + sect[3] > 0 && "rope: multi-section mode without sections");
+        const int32_t * positions = (const int32_t *) pos->data;
+        if (src0->type == GGML_TYPE_F32) {
+            rope_multi_rows<float>(params, rp, mode, sect, freq_base, positions, src0, dst, r0, r1);
+        } else {
+            rope_multi_rows<ggml_fp16_t>(params, rp, mode, sect, freq_base, positions, src0, dst, r0, r1);
+        }
+        return;
+    }
 
     const int          half = n_dims / 2;
     std::vector<double> inv_freq(half);

@@ -36,10 +36,19 @@ inline float fp16_to_f32_inline(uint16_t h) {
     return bits_to_f32(sign | (sub & zmask) | (norm & ~zmask));
 }
 
-// Widens n packed elements of an F32/F16/BF16 row to F32 (exact). `who` names the caller in the
-// abort message for an unsupported type.
+// Widens n packed elements of an F32/F16/BF16 row to F32 (exact), or dequantizes n elements
+// (whole blocks) of a Q8_0 row exactly as dequantize_row_q8_0 does (q * d in F32). `who` names
+// the caller in the abort message for an unsupported type.
 inline void widen_row(enum ggml_type type, const void * src, float * dst, int64_t n, const char * who) {
     switch (type) {
+        case GGML_TYPE_Q8_0: {
+            GGML_ASSERT(n % QK8_0 == 0);
+            const block_q8_0 * blk = (const block_q8_0 *) src;
+            for (int64_t b = 0; b < n / QK8_0; ++b) {
+                const float d = fp16_to_f32_inline(blk[b].d);
+                for (int j = 0; j < QK8_0; ++j) dst[b * QK8_0 + j] = (float) blk[b].qs[j] * d;
+            }
+        } break;
         case GGML_TYPE_F32: memcpy(dst, src, (size_t) n * sizeof(float)); break;
         case GGML_TYPE_F16: {
             const uint16_t * s = (const uint16_t *) src;

@@ -144,6 +144,7 @@ struct gate_job {
     int64_t          scratch_stride;
     int              max_threads;
     std::atomic<bool> aborted{false};
+    std::atomic<bool> no_memory{false}; // a thread could not reserve its row scratch
 };
 
 void gate_task(int ith, int nth, void * data) {
@@ -156,6 +157,10 @@ void gate_task(int ith, int nth, void * data) {
     float *       t      = j.scratch + (int64_t) ith * j.scratch_stride;
     const int64_t r0 = j.rows * ith / nth, r1 = j.rows * (ith + 1) / nth;
     const ggml_ext_cpu_parallel_v1 * par = j.rc->par;
+    if (r1 > r0 && !reserve_quantize_scratch(K, j.group)) {
+        j.no_memory = true;
+        return;
+    }
 
     for (int64_t r = r0; r < r1; ++r) {
         if (((r - r0) & 7) == 0 &&
@@ -245,6 +250,7 @@ ggml_status gate_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, v
     if (par) st = par->parallel_for(backend, gate_task, &j);
     else     gate_task(0, 1, &j);
     if (st != GGML_STATUS_SUCCESS) return st;
+    if (j.no_memory) return GGML_STATUS_ALLOC_FAILED;
     if (j.aborted) return GGML_STATUS_ABORTED;
     if (overlap) memcpy(out->data, j.out, ggml_nbytes(out));
     return GGML_STATUS_SUCCESS;

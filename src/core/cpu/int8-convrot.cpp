@@ -1,12 +1,24 @@
 // ConvRot: the regular Hadamard rotation in groups of 4^n values fused with the per-row INT8
 // quantization (int8-convrot-facts.md). Two implementations with identical float evaluation:
 // a portable scalar one and an AVX-512 one (compiled for that target, selected at run time).
+//
+// Every power-of-4 group is supported. Groups up to 256 rotate in registers. A larger group G
+// (converted ComfyUI files use 1024 and 16384) is the same stage sequence done in two parts:
+// the in-register 256-point transform of each 256-value block (the 1/sqrt(G) scaling and stages
+// 1..64), stored to the per-thread scratch, then the cross-block stages 256, 1024, ... over the
+// scratch, two stages per pass where possible (16 vectors at stride s carry the quartets of
+// stage s and of stage 4s). Each stage is elementwise the same float operations in the same
+// order as the scalar definition, so the result is bit-identical whatever the split. The last
+// pass also takes the amax (exact in any order).
 
 #include "int8-impl.h"
 #include "int8-x86.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 
@@ -34,7 +46,53 @@ float nonfinite_row(int64_t K, int8_t * q, int32_t * rowsum) {
     return NAN;
 }
 
+// Rows the AVX-512 path keeps rotated between its passes instead of rotating twice: up to 64 KiB
+// (L2-resident) for groups rotated in registers; groups above 256 are rotated in memory anyway,
+// and a second in-memory rotation costs more than reading a longer kept row back, so up to
+// 512 KiB (every K the INT8 linear admits).
+constexpr int64_t kKeepSmallGroups = 16384;
+constexpr int64_t kKeepLargeGroups = 131072;
+
+bool keeps_row(int64_t K, int group) { return K <= (group > 256 ? kKeepLargeGroups : kKeepSmallGroups); }
+
+// Floats of scratch a row needs on either path (whole vectors, so a masked tail step may store
+// all 16 lanes).
+size_t scratch_floats(int64_t K, int group) {
+    size_t n = group > 256 ? (size_t) group : 0; // one group rotated in memory
+    if (keeps_row(K, group)) n = std::max(n, (size_t) pad_up(K, 16));
+    return n;
+}
+
+struct row_scratch {
+    float * p   = nullptr;
+    size_t  cap = 0; // floats
+    ~row_scratch() { free(p); }
+};
+thread_local row_scratch t_scratch;
+
+// The reserved scratch (64-byte aligned); reserves it when the caller did not.
+float * scratch_for(int64_t K, int group) {
+    if (!reserve_quantize_scratch(K, group)) {
+        fprintf(stderr, "sd int8: out of memory for the ConvRot row scratch (K = %lld, group %d)\n", (long long) K,
+                group);
+        abort();
+    }
+    return t_scratch.p;
+}
+
 } // namespace
+
+bool reserve_quantize_scratch(int64_t K, int group) {
+    const size_t n = scratch_floats(K, group < 1 ? 1 : group);
+    if (n <= t_scratch.cap) return true;
+    const size_t bytes = (n * sizeof(float) + 63) & ~(size_t) 63;
+    float *      p     = static_cast<float *>(aligned_alloc(64, bytes));
+    if (!p) return false;
+    free(t_scratch.p);
+    t_scratch.p   = p;
+    t_scratch.cap = bytes / sizeof(float);
+    return true;
+}
 
 void rotate_group_portable(float * v, int group) {
     if (group <= 1) return;
@@ -56,8 +114,10 @@ void rotate_group_portable(float * v, int group) {
 
 float quantize_row_portable(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
     if (group < 1) group = 1;
-    float buf[256];
-    // pass 1: amax over the rotated row (the rotation is recomputed in pass 2; no row scratch)
+    float   small[256];
+    float * buf = group > 256 ? scratch_for(K, group) : small;
+    // pass 1: amax over the rotated row (the rotation is recomputed in pass 2; no scratch beyond
+    // one group)
     float amax      = 0.0f;
     bool  nonfinite = false;
     for (int64_t g0 = 0; g0 < K; g0 += group) {
@@ -77,17 +137,18 @@ float quantize_row_portable(const float * x, int64_t K, int group, int8_t * q, i
         *rowsum = 0;
         return s;
     }
-    int32_t sum = 0;
+    // the row sum wraps like the vector path's (it is only used where K * 127 fits in int32)
+    uint32_t sum = 0;
     for (int64_t g0 = 0; g0 < K; g0 += group) {
         memcpy(buf, x + g0, sizeof(float) * (size_t) group);
         rotate_group_portable(buf, group);
         for (int i = 0; i < group; ++i) {
             const int8_t v = quant_value(buf[i] * inv);
             q[g0 + i]      = v;
-            sum += v;
+            sum += (uint32_t) (int32_t) v;
         }
     }
-    *rowsum = sum;
+    *rowsum = (int32_t) sum;
     return s;
 }
 
@@ -160,6 +221,8 @@ struct rot_ctx {
 
 // Rotates the vectors of one group (group >= 16: group/16 vectors) or, for group <= 16, one
 // vector holding 16/group whole groups (a masked tail holds whole groups padded with zeros).
+// For group > 256, nv = 16: the scaling and stages 1..64 of one 256-value block (the cross-block
+// stages follow in cross_block_stages).
 SD_AVX512_TARGET inline void rotate_vectors(__m512 * v, int nv, const rot_ctx & rc) {
     if (rc.group == 1) return;
     for (int i = 0; i < nv; ++i) {
@@ -175,15 +238,140 @@ SD_AVX512_TARGET inline void rotate_vectors(__m512 * v, int nv, const rot_ctx & 
     }
 }
 
-} // namespace
+// |v| into the running max, and a flag per lane for NaN or |v| > FLT_MAX (max is exact in any
+// order, so where it is taken does not change the result).
+struct amax_acc {
+    __m512    vmax;
+    __mmask16 bad;
+};
 
-SD_AVX512_TARGET float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
-    if (group < 1) group = 1;
+SD_AVX512_TARGET inline void amax_add(amax_acc & m, __m512 v) {
+    const __m512 a = _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff)));
+    m.bad |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+    m.vmax = _mm512_max_ps(m.vmax, a);
+}
+
+// Stages s = 256, 1024, ... (< group) over a group already through the in-register stages, in
+// place in 64-byte aligned memory; the last pass also takes the group's amax.
+SD_AVX512_TARGET void cross_block_stages(float * g, int group, amax_acc & acc) {
+    // a local copy: stores through g may alias the caller's accumulator (vector types may alias
+    // float), which would keep it in memory across the loop
+    amax_acc m = acc;
+    int64_t  s = 256;
+    while (s < group) {
+        const bool two  = s * 16 <= group;
+        const bool last = (two ? s * 16 : s * 4) == group;
+        if (two) { // stages s and 4s in one pass
+            for (int64_t blk = 0; blk < group; blk += 16 * s) {
+                for (int64_t j = 0; j < s; j += 16) {
+                    float * p = g + blk + j;
+                    __m512  v[16];
+#pragma GCC unroll 16
+                    for (int i = 0; i < 16; ++i) v[i] = _mm512_load_ps(p + i * s);
+#pragma GCC unroll 4
+                    for (int b = 0; b < 16; b += 4) stage_vec(v[b], v[b + 1], v[b + 2], v[b + 3]);
+#pragma GCC unroll 4
+                    for (int b = 0; b < 4; ++b) stage_vec(v[b], v[b + 4], v[b + 8], v[b + 12]);
+#pragma GCC unroll 16
+                    for (int i = 0; i < 16; ++i) {
+                        _mm512_store_ps(p + i * s, v[i]);
+                        if (last) amax_add(m, v[i]);
+                    }
+                }
+            }
+            s *= 16;
+        } else { // the last stage alone
+            for (int64_t blk = 0; blk < group; blk += 4 * s) {
+                for (int64_t j = 0; j < s; j += 16) {
+                    float * p = g + blk + j;
+                    __m512  a = _mm512_load_ps(p), b = _mm512_load_ps(p + s), c = _mm512_load_ps(p + 2 * s),
+                           d = _mm512_load_ps(p + 3 * s);
+                    stage_vec(a, b, c, d);
+                    _mm512_store_ps(p, a);
+                    _mm512_store_ps(p + s, b);
+                    _mm512_store_ps(p + 2 * s, c);
+                    _mm512_store_ps(p + 3 * s, d);
+                    if (last) {
+                        amax_add(m, a);
+                        amax_add(m, b);
+                        amax_add(m, c);
+                        amax_add(m, d);
+                    }
+                }
+            }
+            s *= 4;
+        }
+    }
+    acc = m;
+}
+
+// One group > 256 of x rotated into out (64-byte aligned); its amax accumulated into m.
+SD_AVX512_TARGET void rotate_group_large(const float * x, float * out, const rot_ctx & rc, amax_acc & m) {
+    for (int b = 0; b < rc.group; b += 256) {
+        __m512 v[16];
+        for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(x + b + 16 * i);
+        rotate_vectors(v, 16, rc);
+        for (int i = 0; i < 16; ++i) _mm512_store_ps(out + b + 16 * i, v[i]);
+    }
+    cross_block_stages(out, rc.group, m);
+}
+
+// q = clamp(round_half_to_even(v * inv), -127, 127) on 16 lanes (default MXCSR rounding: nearest,
+// ties to even, as lrintf).
+SD_AVX512_TARGET inline __m512i quantize16(__m512 v, __m512 vinv) {
+    __m512 f = _mm512_mul_ps(v, vinv);
+    f        = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    return _mm512_cvtps_epi32(f);
+}
+
+SD_AVX512_TARGET inline rot_ctx make_rot_ctx(int group) {
     rot_ctx rc;
     rc.group = group;
     rc.scale = _mm512_set1_ps(group_scale(group));
     rc.s1    = make_signs(1);
     rc.s4    = make_signs(4);
+    return rc;
+}
+
+// Groups above 256 (K is a multiple of the group, so of 1024: no tails).
+SD_AVX512_TARGET float quantize_row_large_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
+    const rot_ctx rc   = make_rot_ctx(group);
+    const bool    keep = keeps_row(K, group);
+    float *       buf  = scratch_for(K, group);
+    amax_acc      m{_mm512_setzero_ps(), 0};
+    // pass 1: rotate (kept in the scratch when the row fits), amax and the non-finite flag
+    for (int64_t g0 = 0; g0 < K; g0 += group) rotate_group_large(x + g0, keep ? buf + g0 : buf, rc, m);
+    if (m.bad) return nonfinite_row(K, q, rowsum);
+    const float s = _mm512_reduce_max_ps(m.vmax) / 127.0f;
+    if (s == 0.0f) {
+        memset(q, 0, (size_t) K);
+        *rowsum = 0;
+        return s;
+    }
+    const float inv = 1.0f / s;
+    if (!(inv <= FLT_MAX)) return quantize_row_portable(x, K, group, q, rowsum); // subnormal scale
+    const __m512 vinv = _mm512_set1_ps(inv);
+    __m512i      vsum = _mm512_setzero_si512();
+    for (int64_t g0 = 0; g0 < K; g0 += group) {
+        float * r = keep ? buf + g0 : buf;
+        amax_acc unused{_mm512_setzero_ps(), 0};
+        if (!keep) rotate_group_large(x + g0, r, rc, unused);
+        for (int i = 0; i < group; i += 16) {
+            const __m512i qi = quantize16(_mm512_load_ps(r + i), vinv);
+            vsum             = _mm512_add_epi32(vsum, qi);
+            _mm_storeu_si128((__m128i *) (q + g0 + i), _mm512_cvtepi32_epi8(qi));
+        }
+    }
+    *rowsum = _mm512_reduce_add_epi32(vsum);
+    return s;
+}
+
+} // namespace
+
+SD_AVX512_TARGET float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
+    if (group < 1) group = 1;
+    if (group > 256) return quantize_row_large_avx512(x, K, group, q, rowsum);
+    const rot_ctx rc = make_rot_ctx(group);
 
     const int     nv    = group >= 16 ? group / 16 : 1; // vectors per step
     const int64_t step  = (int64_t) nv * 16;            // floats per step (whole groups)
@@ -193,7 +381,8 @@ SD_AVX512_TARGET float quantize_row_avx512(const float * x, int64_t K, int group
     __mmask16     bad   = 0;
     __m512        v[16];
 
-    auto load_step = [&](int64_t k0, __mmask16 & tail) {
+    // a lambda does not inherit the enclosing function's target attribute: give it its own
+    auto load_step = [&](int64_t k0, __mmask16 & tail) SD_AVX512_TARGET {
         const int64_t left = K - k0;
         tail               = left >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << left) - 1);
         if (nv == 1) {
@@ -204,12 +393,11 @@ SD_AVX512_TARGET float quantize_row_avx512(const float * x, int64_t K, int group
         rotate_vectors(v, nv, rc);
     };
 
-    // The rotated row is kept for pass 2 when it fits the scratch (up to 16384 values = 64 KiB,
-    // L2-resident): rotating twice was half the cost of this kernel. Longer rows rotate again;
-    // both ways give the same bits.
-    constexpr int64_t  kScratch = 16384;
-    alignas(64) static thread_local float rotated[kScratch];
-    const bool         keep = K <= kScratch;
+    // The rotated row is kept for pass 2 when it fits (keeps_row: up to 64 KiB, L2-resident):
+    // rotating twice was half the cost of this kernel. Longer rows rotate again; both ways give
+    // the same bits.
+    const bool keep    = keeps_row(K, group);
+    float *    rotated = keep ? scratch_for(K, group) : nullptr;
 
     // pass 1: amax (max is exact in any order) and a non-finite flag (NaN or |v| > FLT_MAX)
     for (int64_t k0 = 0; k0 < K; k0 += step) {

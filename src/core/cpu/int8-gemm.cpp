@@ -5,7 +5,7 @@
 // repacked with +128 (w ^ 0x80) so it can be the unsigned operand while the activation stays
 // signed and is broadcast 4 bytes at a time; sum((w + 128) a) = sum(w a) + 128 sum(a), so each
 // row starts from -128 * rowsum(a). The int32 arithmetic wraps, but the final value equals the
-// true sum, which fits in int32 for K <= 131072, so the result is exact.
+// true sum, which fits in int32 for K <= SD_LINEAR_I8_MAX_K (131071), so the result is exact.
 //
 // On Zen 4 (one 512-bit vpdpbusd per cycle) the 6 x 64 micro-tile reaches ~90% of the measured
 // vpdpbusd peak. The weight is repacked inside the GEMM, one L2-sized block at a time into a

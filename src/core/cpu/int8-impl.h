@@ -40,12 +40,21 @@ struct abort_poll {
 // ---------------------------------------------------------------------------------------------
 // ConvRot rotation + per-row quantization
 
-inline bool valid_group(int g) { return g == 1 || g == 4 || g == 16 || g == 64 || g == 256; }
+// Every power of 4 (1 = no rotation); the schema also requires that it divides K.
+inline bool valid_group(int g) { return g >= 1 && (g & (g - 1)) == 0 && (g & 0x55555555) != 0; }
 
 // Whether the CPU quantizer kernel runs this sd.quantize_i8_convrot.v1 node (its supports():
 // contiguous F32 input, a valid group dividing K, the packed output shape). Fusion rules that end
 // in a quantize node accept exactly these.
 bool quantize_node_supported(const ggml_tensor * node);
+
+// The quantizers' per-thread row scratch: groups above 256 are rotated in memory (the in-register
+// 256-point transform, then the cross-block butterfly stages), and the AVX-512 path keeps the
+// rotated row between its two passes. Every thread that calls quantize_row_* reserves it first
+// with the row's K and group; false = out of memory (the caller fails its node with
+// GGML_STATUS_ALLOC_FAILED). quantize_row_* reserve it themselves when a caller did not, and
+// abort with a message if that allocation fails.
+bool reserve_quantize_scratch(int64_t K, int group);
 
 // Quantizes one row of K floats (rotated in groups of `group` first when group > 1) into q[0..K)
 // and returns the row scale s_x; *rowsum receives the sum of the quantized values.

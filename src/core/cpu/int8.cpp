@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -78,8 +79,8 @@ path resolve_path() {
     if (want != path::automatic) {
         static std::once_flag warned;
         std::call_once(warned, [&] {
-            fprintf(stderr, "sd int8: path '%s' is not available on this CPU; using the best available\n",
-                    path_name(want));
+            fprintf(stderr, "sd int8: path '%s' is not available %s; using the best available\n", path_name(want),
+                    want == path::amx ? "(no AMX kernel is implemented)" : "on this CPU");
         });
     }
     if (path_available(path::amx)) return path::amx;
@@ -111,7 +112,9 @@ const ggml_ext_cpu_parallel_v1 * cpu_service() {
     return svc;
 }
 
-constexpr int64_t MAX_K = 131072; // |sum| <= K * 128 * 128 < 2^31: the int32 sum is exact
+// The schema's bound (|sum| <= K * 128 * 128 <= 2^31 - 1: the int32 sum is exact); infer rejects
+// a larger K when the node is built, this keeps supports() consistent with it.
+constexpr int64_t MAX_K = SD_LINEAR_I8_MAX_K;
 
 size_t  align64(size_t x) { return (x + 63) & ~(size_t) 63; }
 
@@ -150,6 +153,7 @@ struct quant_task {
     int8_t *            out;
     abort_poll          stop;
     std::atomic<bool>   aborted{false};
+    std::atomic<bool>   no_memory{false}; // a thread could not reserve its row scratch
 };
 
 void quant_run(int ith, int nth, void * data) {
@@ -158,6 +162,10 @@ void quant_run(int ith, int nth, void * data) {
     const int64_t       K = st.K, rows = st.rows, prows = pad_up(rows, 4);
     float *             scales = (float *) (t->out + K * prows);
     const int64_t       r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
+    if (r1 > r0 && !reserve_quantize_scratch(K, st.group)) {
+        t->no_memory = true;
+        return;
+    }
     for (int64_t r = r0; r < r1; ++r) {
         if (((r - r0) & 7) == 0 && (t->aborted.load(std::memory_order_relaxed) || t->stop())) {
             t->aborted = true;
@@ -185,6 +193,7 @@ ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
     t.stop = {svc, backend};
     const ggml_status s = svc->parallel_for(backend, quant_run, &t);
     if (s != GGML_STATUS_SUCCESS) return s;
+    if (t.no_memory) return GGML_STATUS_ALLOC_FAILED;
     if (t.aborted) return GGML_STATUS_ABORTED;
     if (staging) memcpy(node->data, ws, ggml_nbytes(node));
     return GGML_STATUS_SUCCESS;
@@ -325,6 +334,7 @@ struct linear_task {
     gemm_problem         g;
     abort_poll           stop;
     std::atomic<bool>    aborted{false};
+    std::atomic<bool>    no_memory{false}; // a thread could not reserve its row scratch
     std::atomic<int64_t> next_unit{0}; // phase 2 work counter (VNNI)
 };
 
@@ -338,6 +348,10 @@ void linear_phase1(int ith, int nth, void * data) {
     float *              scale  = (float *) (t->ws + st.off_scale);
     int32_t *            rowsum = (int32_t *) (t->ws + st.off_rowsum);
     const bool           vnni   = st.p != path::portable;
+    if (st.kind == SD_LINEAR_I8_INPUT_F32 && r1 > r0 && !reserve_quantize_scratch(K, st.group)) {
+        t->no_memory = true;
+        return;
+    }
 
     for (int64_t r = r0; r < r1; ++r) {
         if (((r - r0) & 7) == 0 && (t->aborted.load(std::memory_order_relaxed) || t->stop())) {
@@ -452,6 +466,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
 
     ggml_status s = svc->parallel_for(backend, linear_phase1, &t);
     if (s != GGML_STATUS_SUCCESS) return s;
+    if (t.no_memory) return GGML_STATUS_ALLOC_FAILED;
     if (t.aborted) return GGML_STATUS_ABORTED;
     if (t.act_to_ws) g.a_scale = (const float *) (t.ws + st->off_scale);
     if (svc->should_abort(backend)) return GGML_STATUS_ABORTED;
@@ -552,17 +567,21 @@ ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * node
 
 } // namespace
 
-void sd_cpu_register_int8(ggml_backend_dev_t dev) {
-    static std::mutex                   mu;
-    static std::set<ggml_backend_dev_t> done;
-    std::lock_guard<std::mutex>         lock(mu);
-    if (!dev || done.count(dev)) return;
+bool sd_cpu_register_int8(ggml_backend_dev_t dev) {
+    // The first attempt's result per device is kept: a retry after a partial failure would only
+    // fail again on the kernels that did register, and must not turn into a silent success.
+    static std::mutex                         mu;
+    static std::map<ggml_backend_dev_t, bool> result;
+    std::lock_guard<std::mutex>               lock(mu);
+    if (!dev) return false;
+    const auto known = result.find(dev);
+    if (known != result.end()) return known->second;
 
     const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
     const ggml_ext_op_t lop = sd_op_linear_i8();
     if (!qop || !lop) {
-        fprintf(stderr, "sd int8: operators not registered; CPU INT8 kernels skipped\n");
-        return;
+        fprintf(stderr, "sd int8: operators not registered; CPU INT8 kernels not registered\n");
+        return result[dev] = false;
     }
     ggml_ext_kernel_desc q{};
     q.name      = "sd.cpu.quantize_i8_convrot";
@@ -590,9 +609,12 @@ void sd_cpu_register_int8(ggml_backend_dev_t dev) {
     e.execute = epilogue_execute;
     e.destroy = destroy_linear;
 
-    const bool ok_q = ggml_ext_register_kernel(dev, &q);
-    const bool ok_l = ggml_ext_register_kernel(dev, &l);
-    const bool ok_e = ggml_ext_register_kernel(dev, &e);
-    if (!ok_q || !ok_l || !ok_e) fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
-    done.insert(dev);
+    bool ok = true;
+    for (const ggml_ext_kernel_desc * d : {&q, &l, &e}) {
+        if (!ggml_ext_register_kernel(dev, d)) {
+            fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
+            ok = false;
+        }
+    }
+    return result[dev] = ok;
 }

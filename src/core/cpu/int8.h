@@ -4,6 +4,8 @@
 
 #include "ggml-backend.h"
 
-// Registers both kernels on `dev` (a CPU device). The operators must already be registered
-// (sd_ggml_register_extensions); repeated calls for the same device do nothing.
-void sd_cpu_register_int8(ggml_backend_dev_t dev);
+// Registers the INT8 kernels (quantizer, linear, linear -> gate -> residual fusion) on `dev` (a
+// CPU device). The operators must already be registered (sd_ggml_register_extensions). Returns
+// false if any kernel could not be registered (the reason is printed); repeated calls for the
+// same device return the first call's result.
+bool sd_cpu_register_int8(ggml_backend_dev_t dev);

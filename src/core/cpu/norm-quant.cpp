@@ -161,6 +161,7 @@ struct nq_job {
     const ggml_ext_cpu_parallel_v1 * svc;
     ggml_backend_t                   backend;
     std::atomic<bool>                aborted{false};
+    std::atomic<bool>                no_memory{false}; // a thread could not reserve its row scratch
 };
 
 // The chain's F32 values of one row, each op rounded on its own in graph order.
@@ -204,6 +205,10 @@ void nq_task(int ith, int nth, void * data) {
     const int64_t r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
     float *       a      = j.scratch + (int64_t) ith * j.scratch_per_thread;
     char *        scales = (char *) (j.out + K * prows);
+    if (r1 > r0 && !sd_int8::reserve_quantize_scratch(K, j.group)) {
+        j.no_memory = true;
+        return;
+    }
     for (int64_t r = r0; r < r1; ++r) {
         if (((r - r0) & 7) == 0 && (j.aborted.load(std::memory_order_relaxed) || (j.svc && j.svc->should_abort(j.backend)))) {
             j.aborted = true;
@@ -302,6 +307,7 @@ enum ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * no
     if (svc) s = svc->parallel_for(backend, nq_task, &j);
     else     nq_task(0, 1, &j);
     if (s != GGML_STATUS_SUCCESS) return s;
+    if (j.no_memory) return GGML_STATUS_ALLOC_FAILED;
     if (j.aborted) return GGML_STATUS_ABORTED;
     if (overlap) memcpy(dst, j.out, ggml_nbytes(out));
     return GGML_STATUS_SUCCESS;

@@ -19,7 +19,6 @@ extern "C" bool sd_register_cpu_extensions(ggml_backend_dev_t dev) {
     bool ok = sd_cpu_register_rope(dev, svc);
     ok      = sd_cpu_register_norm_quant(dev, svc) && ok;
     ok      = sd_cpu_register_gate_quant(dev, svc) && ok;
-
-    sd_cpu_register_int8(dev);
+    ok      = sd_cpu_register_int8(dev) && ok;
     return ok;
 }

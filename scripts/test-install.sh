@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install test for the ggml CMake package (issue 13 item 3). Builds the ggml library with
+# GGML_MAX_NAME=160 (what stable-diffusion.cpp needs) in build-install/, installs it into a
+# temporary prefix, builds tests/install-client against it with find_package(ggml) and runs it
+# (numeric check inside). Then checks that a client defining another GGML_MAX_NAME is refused,
+# both by the package config and by ggml.h itself. Usage: scripts/test-install.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=$(nproc)
+launcher=()
+if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
+prefix=$(mktemp -d "${TMPDIR:-/tmp}/ggml-install.XXXXXX")
+trap 'rm -rf "$prefix"' EXIT
+
+echo "== ggml install test: build and install ggml (GGML_MAX_NAME=160) into $prefix"
+cmake -S . -B build-install -DCMAKE_BUILD_TYPE=Release -DGGML_MAX_NAME=160 -DSD_BUILD_TESTS=OFF \
+      -DSD_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+cmake --build build-install -j"$jobs" --target ggml
+cmake --install build-install --prefix "$prefix/usr" >/dev/null
+
+for f in include/ggml.h include/ggml-alloc.h include/ggml-backend.h include/ggml-cpu.h include/ggml-cpp.h \
+         include/ggml-build-config.h include/ggml/src/ggml-impl.h lib/cmake/ggml/ggmlConfig.cmake \
+         lib/cmake/ggml/ggmlConfigVersion.cmake; do
+    [ -f "$prefix/usr/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
+done
+
+echo "== build and run the client (find_package(ggml), ggml::ggml and ggml::ggml-base + ggml::ggml-cpu)"
+cmake -S tests/install-client -B "$prefix/client" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$prefix/usr" >/dev/null
+cmake --build "$prefix/client" -j"$jobs"
+"$prefix/client/install-client"
+"$prefix/client/install-client-split"
+
+echo "== a client defining another GGML_MAX_NAME is refused"
+# by the package config (flags seen at find_package time)
+if cmake -S tests/install-client -B "$prefix/client-128" -DCMAKE_PREFIX_PATH="$prefix/usr" \
+         -DCMAKE_CXX_FLAGS=-DGGML_MAX_NAME=128 >"$prefix/cfg.log" 2>&1; then
+    echo "FAIL: find_package(ggml) accepted GGML_MAX_NAME=128 against a 160 build"; exit 1
+fi
+grep -q "built with GGML_MAX_NAME=160" "$prefix/cfg.log" || { cat "$prefix/cfg.log"; echo "FAIL: no clear message"; exit 1; }
+# by ggml.h (no CMake involved)
+if "${CXX:-c++}" -std=c++17 -fsyntax-only -DGGML_MAX_NAME=128 -I"$prefix/usr/include" \
+       tests/install-client/main.cpp >"$prefix/cc.log" 2>&1; then
+    echo "FAIL: ggml.h accepted GGML_MAX_NAME=128 against a 160 build"; exit 1
+fi
+grep -q "GGML_MAX_NAME differs" "$prefix/cc.log" || { cat "$prefix/cc.log"; echo "FAIL: no clear message"; exit 1; }
+# the same value is accepted
+"${CXX:-c++}" -std=c++17 -fsyntax-only -DGGML_MAX_NAME=160 -I"$prefix/usr/include" tests/install-client/main.cpp
+
+echo "== ggml install test passed"

@@ -1,0 +1,219 @@
+// Kernel choice per op family (kernel-choice.h, ggml-cpu.h): the override really switches the
+// kernel a node runs (reported and observable in the bits), GGML_PREC_F32 keeps flash attention on
+// F32 products whatever is forced, and a spec the library does not understand changes nothing.
+// The numerical checks of every kernel are in test-backend-ops (each case forced to each kernel).
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Restores the environment's (or the table's) choice after each test.
+class KernelChoice : public ::testing::Test {
+  protected:
+    void TearDown() override {
+        if (!ggml_cpu_set_kernel_override(getenv("GGML_CPU_KERNEL"))) ggml_cpu_set_kernel_override(nullptr);
+    }
+};
+
+std::vector<std::string> runnable_kernels() {
+    std::vector<std::string> ks;
+    if (ggml_cpu_has_avx512()) ks.push_back("f32fma");
+    if (ggml_cpu_has_avx512_bf16()) ks.push_back("bf16dot");
+    return ks;
+}
+
+// One op graph with seeded inputs on the CPU backend.
+struct one_op {
+    ggml_context *             ctx = nullptr;
+    ggml_backend_t             be  = nullptr;
+    ggml_backend_buffer_t      buf = nullptr;
+    ggml_cgraph *              gf  = nullptr;
+    ggml_tensor *              out = nullptr;
+    std::vector<ggml_tensor *> inputs;
+
+    one_op() {
+        ctx = ggml_init({64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true});
+        be  = ggml_backend_cpu_init();
+        ggml_backend_cpu_set_n_threads(be, 2);
+    }
+    ~one_op() {
+        if (buf) ggml_backend_buffer_free(buf);
+        ggml_backend_free(be);
+        ggml_free(ctx);
+    }
+    ggml_tensor * in(ggml_type t, int64_t n0, int64_t n1, int64_t n2 = 1) {
+        ggml_tensor * x = ggml_new_tensor_3d(ctx, t, n0, n1, n2);
+        inputs.push_back(x);
+        return x;
+    }
+    void finish(ggml_tensor * o) {
+        out = o;
+        gf  = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+        buf = ggml_backend_alloc_ctx_tensors(ctx, be);
+        ASSERT_NE(buf, nullptr);
+        std::mt19937                          rng(7);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (ggml_tensor * x : inputs) {
+            std::vector<float> f(ggml_nelements(x));
+            for (float & v : f) v = u(rng);
+            std::vector<uint8_t> bytes(ggml_nbytes(x));
+            if (x->type == GGML_TYPE_F32) memcpy(bytes.data(), f.data(), bytes.size());
+            else if (x->type == GGML_TYPE_F16) ggml_fp32_to_fp16_row(f.data(), (ggml_fp16_t *) bytes.data(), (int64_t) f.size());
+            else ggml_fp32_to_bf16_row_ref(f.data(), (ggml_bf16_t *) bytes.data(), (int64_t) f.size());
+            ggml_backend_tensor_set(x, bytes.data(), 0, bytes.size());
+        }
+    }
+    std::vector<float> run() {
+        EXPECT_EQ(ggml_backend_graph_compute(be, gf), GGML_STATUS_SUCCESS);
+        std::vector<float> r(ggml_nelements(out));
+        ggml_backend_tensor_get(out, r.data(), 0, r.size() * sizeof(float));
+        return r;
+    }
+};
+
+std::string kernel_of(one_op & g) { return ggml_backend_cpu_node_kernel(g.be, g.out); }
+
+TEST_F(KernelChoice, each_runnable_kernel_runs_bf16_mul_mat_when_forced) {
+    // M = 40 rows: above the small-M threshold, so the packed GEMM (where the choice is) runs
+    one_op g;
+    ggml_tensor * w = g.in(GGML_TYPE_BF16, 96, 70);
+    ggml_tensor * x = g.in(GGML_TYPE_F32, 96, 40);
+    g.finish(ggml_mul_mat(g.ctx, w, x));
+    std::vector<std::vector<float>> results;
+    for (const std::string & k : runnable_kernels()) {
+        ASSERT_TRUE(ggml_cpu_set_kernel_override(("mul_mat_bf16=" + k).c_str()));
+        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_bf16"), k.c_str());
+        EXPECT_EQ(kernel_of(g), "avx512 " + k);
+        results.push_back(g.run());
+    }
+    if (results.size() == 2) {
+        // bf16dot rounds the activations to BF16, f32fma does not: the bits must differ, or the
+        // override did not switch the kernel that ran
+        EXPECT_NE(results[0], results[1]);
+    }
+    ggml_backend_cpu_set_use_ref(g.be, true);
+    EXPECT_EQ(kernel_of(g), "portable");
+}
+
+TEST_F(KernelChoice, f32fma_bf16_mul_mat_equals_f32_gemm_of_the_widened_weights) {
+    if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: the portable GEMM runs every type";
+    // f32fma widens BF16 exactly while packing and runs the F32 micro-kernel: bit-identical to
+    // the F32 GEMM given the same weights in F32
+    one_op gb, gf32;
+    ggml_tensor * wb = gb.in(GGML_TYPE_BF16, 300, 45);
+    ggml_tensor * xb = gb.in(GGML_TYPE_F32, 300, 33);
+    gb.finish(ggml_mul_mat(gb.ctx, wb, xb));
+    ggml_tensor * wf = gf32.in(GGML_TYPE_F32, 300, 45);
+    ggml_tensor * xf = gf32.in(GGML_TYPE_F32, 300, 33);
+    gf32.finish(ggml_mul_mat(gf32.ctx, wf, xf));
+    // the same values: BF16 weights widened, the same activations
+    std::vector<uint16_t> wbits(300 * 45);
+    ggml_backend_tensor_get(wb, wbits.data(), 0, wbits.size() * 2);
+    std::vector<float> wv(wbits.size());
+    for (size_t i = 0; i < wv.size(); ++i) {
+        const uint32_t u = (uint32_t) wbits[i] << 16;
+        memcpy(&wv[i], &u, 4);
+    }
+    ggml_backend_tensor_set(wf, wv.data(), 0, wv.size() * 4);
+    std::vector<float> xv(300 * 33);
+    ggml_backend_tensor_get(xb, xv.data(), 0, xv.size() * 4);
+    ggml_backend_tensor_set(xf, xv.data(), 0, xv.size() * 4);
+
+    ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_bf16=f32fma"));
+    EXPECT_EQ(gb.run(), gf32.run());
+}
+
+TEST_F(KernelChoice, flash_attention_follows_the_override_and_prec_f32_keeps_f32) {
+    for (ggml_prec prec : {GGML_PREC_DEFAULT, GGML_PREC_F32}) {
+        for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
+            one_op g;
+            ggml_tensor * q = g.in(GGML_TYPE_F32, 64, 20, 2);
+            ggml_tensor * k = g.in(kv, 64, 30, 2);
+            ggml_tensor * v = g.in(kv, 64, 30, 2);
+            ggml_tensor * o = ggml_flash_attn_ext(g.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f);
+            ggml_flash_attn_ext_set_prec(o, prec);
+            g.finish(o);
+            std::vector<std::vector<float>> results;
+            for (const std::string & kn : runnable_kernels()) {
+                ASSERT_TRUE(ggml_cpu_set_kernel_override(("flash_attn=" + kn).c_str()));
+                // bf16 products only without a request for F32 precision
+                const bool bf = kn == "bf16dot" && prec == GGML_PREC_DEFAULT;
+                EXPECT_EQ(kernel_of(g), bf ? "avx512 bf16dot" : "avx512 f32fma")
+                    << ggml_type_name(kv) << " prec " << (int) prec << " forced " << kn;
+                results.push_back(g.run());
+            }
+            if (results.size() == 2) {
+                const bool differ = results[0] != results[1];
+                EXPECT_EQ(differ, prec == GGML_PREC_DEFAULT)
+                    << ggml_type_name(kv) << " prec " << (int) prec;
+            }
+        }
+    }
+}
+
+TEST_F(KernelChoice, a_spec_it_does_not_understand_changes_nothing) {
+    if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: no kernel choice on this CPU";
+    ASSERT_TRUE(ggml_cpu_set_kernel_override("f32fma"));
+    for (const char * bad : {"fast", "flash_attn=", "flash_attn=bf17", "matmul=f32fma", "f32fma,,", "=f32fma",
+                             "mul_mat_bf16=f32fma,flash_attn=nope"}) {
+        EXPECT_FALSE(ggml_cpu_set_kernel_override(bad)) << bad;
+        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_bf16"), "f32fma") << bad;
+        EXPECT_STREQ(ggml_cpu_get_kernel("flash_attn"), "f32fma") << bad;
+    }
+    if (!ggml_cpu_has_avx512_bf16()) {
+        EXPECT_FALSE(ggml_cpu_set_kernel_override("bf16dot")) << "a kernel this CPU cannot run";
+    } else {
+        EXPECT_TRUE(ggml_cpu_set_kernel_override("mul_mat_bf16=bf16dot,flash_attn=f32fma"));
+        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_bf16"), "bf16dot");
+        EXPECT_STREQ(ggml_cpu_get_kernel("flash_attn"), "f32fma");
+    }
+    EXPECT_EQ(ggml_cpu_get_kernel("no_such_family"), nullptr);
+    EXPECT_TRUE(ggml_cpu_set_kernel_override(nullptr));
+    EXPECT_TRUE(ggml_cpu_set_kernel_override("auto"));
+    EXPECT_NE(ggml_cpu_kernel_table_row(), nullptr);
+    EXPECT_GT(strlen(ggml_cpu_model_name()), 0u);
+}
+
+} // namespace
+
+namespace {
+
+// GGML_CPU_KERNEL is read once, at the first choice; each check runs in a fresh process ("threadsafe"
+// death tests re-execute the binary), where the statement below makes that first choice.
+TEST(KernelChoiceEnv, GGML_CPU_KERNEL_sets_the_choice_and_a_bad_value_is_reported_and_ignored) {
+    if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: no kernel choice on this CPU";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            setenv("GGML_CPU_KERNEL", "mul_mat_bf16=f32fma", 1);
+            const bool forced = strcmp(ggml_cpu_get_kernel("mul_mat_bf16"), "f32fma") == 0;
+            // the other family keeps the table's choice
+            const std::string fa = ggml_cpu_get_kernel("flash_attn");
+            ggml_cpu_set_kernel_override(nullptr);
+            exit(forced && fa == ggml_cpu_get_kernel("flash_attn") ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
+    EXPECT_EXIT(
+        {
+            setenv("GGML_CPU_KERNEL", "mul_mat_bf16=fastest", 1);
+            const std::string mm = ggml_cpu_get_kernel("mul_mat_bf16");
+            ggml_cpu_set_kernel_override(nullptr); // the table's choice
+            exit(mm == ggml_cpu_get_kernel("mul_mat_bf16") ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "GGML_CPU_KERNEL='mul_mat_bf16=fastest' ignored");
+}
+
+} // namespace
