@@ -15,7 +15,7 @@ struct vk_backend_ctx {
     std::string name;
 };
 
-ggml_guid vk_guid = {{0x3a, 0x91, 0x0c, 0x7e, 0x54, 0x2d, 0x4b, 0x88, 0x9f, 0x13, 0x6a, 0xe2, 0x07, 0xc5, 0xb4, 0x21}};
+ggml_guid vk_guid = {0x3a, 0x91, 0x0c, 0x7e, 0x54, 0x2d, 0x4b, 0x88, 0x9f, 0x13, 0x6a, 0xe2, 0x07, 0xc5, 0xb4, 0x21};
 
 vk_backend_ctx * ctx_of(ggml_backend_t b) { return static_cast<vk_backend_ctx *>(b->context); }
 
@@ -108,7 +108,7 @@ extern "C" {
 ggml_backend_t ggml_backend_vk_init(size_t dev_num) { return vk_backend_new(vk_get_device(dev_num)); }
 
 bool ggml_backend_is_vk(ggml_backend_t backend) {
-    return backend && backend->guid && memcmp(backend->guid->bytes, vk_guid.bytes, sizeof(vk_guid.bytes)) == 0;
+    return backend && backend->guid && ggml_guid_matches(backend->guid, &vk_guid);
 }
 
 void ggml_backend_vk_get_graph_stats(ggml_backend_t backend, size_t * dispatches, size_t * barriers) {
