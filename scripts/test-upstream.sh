@@ -33,7 +33,8 @@ if [ ! -f "$work/install/lib/cmake/ggml/ggml-config.cmake" ] && [ ! -f "$work/in
           -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON -DGGML_OPENMP=OFF \
           -DCMAKE_C_FLAGS=-DGGML_MAX_NAME=160 -DCMAKE_CXX_FLAGS=-DGGML_MAX_NAME=160 \
           "${launcher[@]}" >/dev/null
-    cmake --build "$work/build" -j"$jobs"
+    # upstream's build is noisy (GCC 12 warnings in its CPU kernels): keep the log, show its end on failure
+    cmake --build "$work/build" -j"$jobs" >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
     cmake --install "$work/build" --prefix "$work/install" >/dev/null
 fi
 
