@@ -7,6 +7,7 @@ message on the first mismatch.
   check PATH                      verify the file our writer produced with that same content
   write-float PATH                write float linear modules (F32/F16/BF16) for quantize_file
   check-quantized SRC OUT G       verify quantize_file's output against SRC, re-derived in numpy
+  write-comfy-forms PATH          int8_tensorwise modules in each form ComfyUI's loader reads
 """
 import json
 import sys
@@ -210,9 +211,32 @@ def cmd_check_quantized(src, out, g):
     print("io_roundtrip: check-quantized ok")
 
 
+def cmd_write_comfy_forms(path):
+    """What ComfyUI-side writers produce and ComfyUI reads (comfy/ops.py, comfy/utils.py): ConvRot
+    keys nested in "params", convrot without a group size (256), one scalar scale for the whole
+    tensor, and a configuration held only by the header's _quantization_metadata."""
+    def lin(name, n_out, n_in, scale, cfg):
+        w = ((np.arange(n_out * n_in) * 7 % 255) - 127).astype(np.int8).reshape(n_out, n_in)
+        t = {f"{name}.weight": raw("int8", w.shape, w.tobytes()),
+             f"{name}.weight_scale": raw("float32", scale.shape, scale.astype(np.float32).tobytes())}
+        if cfg is not None:
+            blob = json.dumps(cfg).encode("utf-8")
+            t[f"{name}.comfy_quant"] = raw("uint8", (len(blob),), blob)
+        return t
+    tensors = {}
+    tensors.update(lin("nested", 3, 16, np.array([[0.5], [0.25], [0.125]]),
+                       {"format": "int8_tensorwise", "params": {"convrot": True, "convrot_groupsize": 4}}))
+    tensors.update(lin("default", 2, 256, np.array([0.5, 0.25]), {"format": "int8_tensorwise", "convrot": True}))
+    tensors.update(lin("scalar", 4, 8, np.array(0.375), {"format": "int8_tensorwise"}))
+    tensors.update(lin("header", 2, 16, np.array([[1.0], [2.0]]), None))
+    meta = {"_quantization_metadata": json.dumps(
+        {"format_version": "1.0", "layers": {"header": {"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 16}}})}
+    serialize_file(tensors, path, meta)
+
+
 def main(argv):
     cmds = {"write": (cmd_write, 1), "check": (cmd_check, 1), "write-float": (cmd_write_float, 1),
-            "check-quantized": (cmd_check_quantized, 3)}
+            "check-quantized": (cmd_check_quantized, 3), "write-comfy-forms": (cmd_write_comfy_forms, 1)}
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         fail("usage: " + __doc__)
     cmds[argv[1]][0](*argv[2:])

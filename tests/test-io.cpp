@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -604,9 +606,9 @@ TEST(IoComfyInt8, RejectsInvalidModules) {
     int8_module_spec cb;
     cb.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": 1}";
     expect_module_error(cb, {"'m.comfy_quant'", "true or false"});
-    int8_module_spec ng;
+    int8_module_spec ng; // no group size: ComfyUI's default 256, which does not divide in = 16
     ng.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": true}";
-    expect_module_error(ng, {"'m.comfy_quant'", "convrot_groupsize"});
+    expect_module_error(ng, {"'m.comfy_quant'", "convrot_groupsize 256 does not divide", "in = 16"});
     int8_module_spec p4;
     p4.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": 8}";
     expect_module_error(p4, {"'m.comfy_quant'", "8 is not a power of 4"});
@@ -638,6 +640,235 @@ TEST(IoComfyInt8, RejectsInvalidModules) {
         EXPECT_FALSE(load_module(d, {{"x.weight", "F32", {1, 1}, std::vector<uint8_t>(4)}}, m, err));
         EXPECT_NE(err.find("'m.weight'"), std::string::npos) << err;
         EXPECT_NE(err.find("not found"), std::string::npos) << err;
+    }
+}
+
+// Every form ComfyUI's loader reads (comfy/ops.py _load_quantized_module, comfy/utils.py
+// convert_old_quants): ConvRot settings at the top level or nested in "params", the default
+// group 256, a per-tensor scalar scale, the header's _quantization_metadata entries.
+sdio::linear_module expect_module(const int8_module_spec & s, const std::map<std::string, std::string> & meta = {}) {
+    tmp_dir             d;
+    const std::string   path = d.file("mod.safetensors");
+    std::string         err;
+    sdio::linear_module m;
+    EXPECT_TRUE(sdio::write(path, make_int8_module(s), meta, err)) << err;
+    auto r = sdio::reader::open(path, err);
+    EXPECT_NE(r, nullptr) << err;
+    if (r) {
+        EXPECT_TRUE(sdio::read_linear(*r, "m", m, err)) << s.comfy << ": " << err;
+    }
+    return m;
+}
+
+TEST(IoComfyInt8, ReadsNestedParamsForm) {
+    int8_module_spec s;
+    s.comfy                = "{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":true,\"convrot_groupsize\":16}}";
+    sdio::linear_module m  = expect_module(s);
+    EXPECT_TRUE(m.int8);
+    EXPECT_TRUE(m.convrot) << "nested params read as no rotation";
+    EXPECT_EQ(m.group, 16);
+    // mixed: convrot at the top level, the group nested (and the reverse); equal duplicates are fine
+    s.comfy = "{\"format\":\"int8_tensorwise\",\"convrot\":true,\"params\":{\"convrot_groupsize\":4}}";
+    m       = expect_module(s);
+    EXPECT_TRUE(m.convrot);
+    EXPECT_EQ(m.group, 4);
+    s.in    = 256;
+    s.comfy = "{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":true},\"convrot_groupsize\":64,\"per_row\":true}";
+    m       = expect_module(s);
+    EXPECT_EQ(m.group, 64);
+    s.comfy = "{\"format\":\"int8_tensorwise\",\"convrot\":true,\"convrot_groupsize\":16,\"params\":{\"convrot\":true,\"convrot_groupsize\":16.0}}";
+    m       = expect_module(s);
+    EXPECT_EQ(m.group, 16) << "an integral float reads as ComfyUI's int() does";
+    // params.convrot false: no rotation, even with a group size (ComfyUI ignores it then)
+    s.comfy = "{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":false,\"convrot_groupsize\":16}}";
+    m       = expect_module(s);
+    EXPECT_FALSE(m.convrot);
+    EXPECT_EQ(m.group, 0);
+}
+
+TEST(IoComfyInt8, DefaultGroupAndLargeGroups) {
+    int8_module_spec s;
+    s.out   = 2;
+    s.in    = 256;
+    s.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": true}";
+    sdio::linear_module m = expect_module(s);
+    EXPECT_TRUE(m.convrot);
+    EXPECT_EQ(m.group, 256) << "ComfyUI's default group";
+    // groups above 256: convert-to-quant --dynamic-convrot picks the largest power of 4 dividing in
+    for (int64_t g : {1024, 4096, 16384}) {
+        s.in    = g * (g == 1024 ? 3 : 1);
+        s.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": " + std::to_string(g) + "}";
+        m       = expect_module(s);
+        EXPECT_EQ(m.group, g);
+    }
+    // group 1: the identity (comfy-kitchen itself refuses a size-1 Hadamard; sdx reads it as no rotation)
+    s.in    = 16;
+    s.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": 1}";
+    m       = expect_module(s);
+    EXPECT_EQ(m.group, 1);
+    int8_module_spec big; // above in
+    big.in    = 256;
+    big.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": 1024}";
+    expect_module_error(big, {"'m.comfy_quant'", "1024 does not divide", "in = 256"});
+    int8_module_spec huge; // would narrow to int
+    huge.comfy = "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": 4294967296}";
+    expect_module_error(huge, {"'m.comfy_quant'", "too large"});
+}
+
+TEST(IoComfyInt8, PerTensorScalarScale) {
+    for (const std::vector<int64_t> & shape : {std::vector<int64_t>{}, std::vector<int64_t>{1}, std::vector<int64_t>{1, 1}}) {
+        for (const char * dt : {"F32", "BF16"}) {
+            int8_module_spec s;
+            s.scale_shape = shape;
+            s.scale_dtype = dt;
+            s.scales      = {0.375f};
+            tmp_dir                       d;
+            std::vector<sdio::tensor_out> ts = make_int8_module(s);
+            ts[1].shape                      = shape; // [] is the scalar
+            sdio::linear_module m;
+            std::string         err;
+            ASSERT_TRUE(load_module(d, ts, m, err)) << dt << " " << ts[1].shape.size() << ": " << err;
+            EXPECT_TRUE(m.per_tensor_scale);
+            EXPECT_EQ(m.weight_scale, std::vector<float>(4, 0.375f)) << "broadcast to every row";
+        }
+    }
+    // one per row written as [1, out] is also what ComfyUI accepts
+    int8_module_spec row;
+    row.scale_shape = {1, 4};
+    sdio::linear_module m = expect_module(row);
+    EXPECT_FALSE(m.per_tensor_scale);
+    EXPECT_EQ(m.weight_scale, (std::vector<float>{0.5f, 0.25f, 0.5f / 3, 0.125f}));
+    // two scales for four rows, or [2,2]: neither per tensor nor per row
+    int8_module_spec two;
+    two.scale_shape = {2};
+    two.scales      = {1.0f, 1.0f};
+    expect_module_error(two, {"'m.weight_scale'", "[2]", "one per output row"});
+    int8_module_spec sq;
+    sq.scale_shape = {2, 2};
+    expect_module_error(sq, {"'m.weight_scale'", "[2,2]"});
+    int8_module_spec zero;
+    zero.scale_shape = {};
+    zero.scales      = {0.0f};
+    {
+        tmp_dir                       d;
+        std::vector<sdio::tensor_out> ts = make_int8_module(zero);
+        ts[1].shape                      = {};
+        sdio::linear_module mm;
+        std::string         err;
+        EXPECT_FALSE(load_module(d, ts, mm, err));
+        EXPECT_NE(err.find("'m.weight_scale': the scale is 0"), std::string::npos) << err;
+    }
+}
+
+TEST(IoComfyInt8, HeaderQuantizationMetadata) {
+    // No comfy_quant tensor at all: the header entry configures the module, as in ComfyUI.
+    int8_module_spec s;
+    tmp_dir          d;
+    std::vector<sdio::tensor_out> ts = make_int8_module(s);
+    ts.erase(std::remove_if(ts.begin(), ts.end(), [](const sdio::tensor_out & t) { return t.name == "m.comfy_quant"; }), ts.end());
+    const std::string meta = "{\"format_version\": \"1.0\", \"layers\": {\"m\": {\"format\": \"int8_tensorwise\", \"convrot\": true, "
+                             "\"convrot_groupsize\": 4}, \"unused.layer\": {\"format\": \"nvfp4\"}}}";
+    const std::string path = d.file("h.safetensors");
+    std::string       err;
+    ASSERT_TRUE(sdio::write(path, ts, {{"_quantization_metadata", meta}}, err)) << err;
+    auto r = sdio::reader::open(path, err);
+    ASSERT_NE(r, nullptr) << err;
+    sdio::header_quant hq;
+    ASSERT_TRUE(sdio::read_header_quant(*r, hq, err)) << err;
+    EXPECT_TRUE(hq.present);
+    EXPECT_EQ(hq.layers.size(), 2u);
+    sdio::linear_module m;
+    ASSERT_TRUE(sdio::read_linear(*r, "m", m, err, &hq)) << err;
+    EXPECT_TRUE(m.int8 && m.convrot);
+    EXPECT_EQ(m.group, 4);
+    ASSERT_TRUE(sdio::read_linear(*r, "m", m, err)) << err; // parses the header itself
+    EXPECT_EQ(m.group, 4);
+
+    // Tensor and header agree: fine. Disagree: refused (ComfyUI would silently take the header's).
+    ts = make_int8_module(s); // tensor: convrot 16
+    const std::string agree = "{\"layers\": {\"m\": {\"format\": \"int8_tensorwise\", \"params\": {\"convrot\": true, \"convrot_groupsize\": 16}}}}";
+    ASSERT_TRUE(sdio::write(path, ts, {{"_quantization_metadata", agree}}, err)) << err;
+    r = sdio::reader::open(path, err);
+    ASSERT_TRUE(r && sdio::read_linear(*r, "m", m, err)) << err;
+    EXPECT_EQ(m.group, 16);
+    const std::string disagree = "{\"layers\": {\"m\": {\"format\": \"int8_tensorwise\"}}}";
+    ASSERT_TRUE(sdio::write(path, ts, {{"_quantization_metadata", disagree}}, err)) << err;
+    r = sdio::reader::open(path, err);
+    ASSERT_NE(r, nullptr) << err;
+    EXPECT_FALSE(sdio::read_linear(*r, "m", m, err));
+    EXPECT_NE(err.find("'m.comfy_quant'"), std::string::npos) << err;
+    EXPECT_NE(err.find("ConvRot group 16"), std::string::npos) << err;
+    EXPECT_NE(err.find("without rotation"), std::string::npos) << err;
+
+    // Malformed header entries: errors naming the entry.
+    const std::pair<const char *, const char *> bad[] = {
+        {"{\"layers\": 5}", "\"layers\""},
+        {"{\"layer\": {}}", "\"layers\""},
+        {"not json", "not valid JSON"},
+    };
+    for (const auto & b : bad) {
+        ASSERT_TRUE(sdio::write(path, ts, {{"_quantization_metadata", b.first}}, err)) << err;
+        r = sdio::reader::open(path, err);
+        ASSERT_NE(r, nullptr) << err;
+        EXPECT_FALSE(sdio::read_linear(*r, "m", m, err)) << b.first;
+        EXPECT_NE(err.find("_quantization_metadata"), std::string::npos) << err;
+        EXPECT_NE(err.find(b.second), std::string::npos) << err;
+    }
+    ASSERT_TRUE(sdio::write(path, ts, {{"_quantization_metadata", "{\"layers\": {\"m\": \"int8_tensorwise\"}}"}}, err)) << err;
+    r = sdio::reader::open(path, err);
+    ASSERT_NE(r, nullptr) << err;
+    EXPECT_FALSE(sdio::read_linear(*r, "m", m, err));
+    EXPECT_NE(err.find("layer 'm'"), std::string::npos) << err;
+    EXPECT_NE(err.find("not an object"), std::string::npos) << err;
+}
+
+TEST(IoComfyInt8, RejectsWhatItDoesNotUnderstand) {
+    const std::pair<std::string, const char *> cases[] = {
+        {"{\"format\":\"int8_tensorwise\",\"transposed\":true}", "unknown comfy_quant key \"transposed\""},
+        {"{\"format\":\"int8_tensorwise\",\"group_size\":128}", "unknown comfy_quant key \"group_size\""},
+        {"{\"format\":\"int8_tensorwise\",\"params\":[1]}", "\"params\" must be an object"},
+        {"{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":true,\"hadamard\":\"sylvester\"}}", "unknown key \"hadamard\" in comfy_quant \"params\""},
+        {"{\"format\":\"int8_tensorwise\",\"convrot\":true,\"params\":{\"convrot\":false}}", "\"convrot\" is given both"},
+        {"{\"format\":\"int8_tensorwise\",\"convrot\":true,\"convrot_groupsize\":4,\"params\":{\"convrot_groupsize\":16}}", "\"convrot_groupsize\" is given both"},
+        {"{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":\"yes\"}}", "\"convrot\" must be true or false"},
+        {"{\"format\":\"int8_tensorwise\",\"convrot\":true,\"convrot_groupsize\":\"16\"}", "\"convrot_groupsize\" must be an integer"},
+        {"{\"format\":\"int8_tensorwise\",\"convrot\":true,\"convrot_groupsize\":16.5}", "\"convrot_groupsize\" must be an integer"},
+        {"{\"format\":\"int8_tensorwise\",\"full_precision_matrix_mult\":1}", "\"full_precision_matrix_mult\" must be true or false"},
+        {"{\"format\":\"int8_tensorwise\",\"per_row\":\"yes\"}", "\"per_row\" must be true or false"},
+        {"{\"format\":\"int8_tensorwise\",\"orig_dtype\":5}", "\"orig_dtype\" must be a string"},
+        {"{\"format\":\"int8_tensorwise\",\"orig_shape\":[16,4]}", "\"orig_shape\" must be [4, 16]"},
+        {"{\"format\":\"int8_blockwise\",\"group_size\":128}", "unknown comfy_quant key \"group_size\""},
+        {"{\"format\":\"convrot_w4a4\"}", "unsupported comfy_quant format \"convrot_w4a4\""},
+        {"[\"int8_tensorwise\"]", "not an object"},
+    };
+    for (const auto & c : cases) {
+        int8_module_spec s;
+        s.comfy = c.first;
+        expect_module_error(s, {"'m.comfy_quant'", c.second});
+    }
+    // What it does understand: the descriptive keys and full_precision_matrix_mult.
+    int8_module_spec ok;
+    ok.comfy = "{\"format\":\"int8_tensorwise\",\"full_precision_matrix_mult\":true,\"per_row\":true,\"scale_dtype\":\"torch.float32\","
+               "\"orig_dtype\":\"torch.bfloat16\",\"orig_shape\":[4,16]}";
+    sdio::linear_module m = expect_module(ok);
+    EXPECT_TRUE(m.full_precision_mm);
+    EXPECT_FALSE(m.convrot);
+}
+
+TEST(IoComfyInt8, RejectsNonFiniteFloatWeights) {
+    for (float bad : {NAN, INFINITY, -INFINITY}) {
+        tmp_dir            d;
+        std::vector<float> w = random_floats(6, 3);
+        w[4]                 = bad;
+        sdio::linear_module m;
+        std::string         err;
+        EXPECT_FALSE(load_module(d, {{"m.weight", "F32", {2, 3}, bytes_of(w)}}, m, err));
+        EXPECT_NE(err.find("'m.weight'"), std::string::npos) << err;
+        EXPECT_NE(err.find("row 1, column 1"), std::string::npos) << err;
+        EXPECT_NE(err.find("finite"), std::string::npos) << err;
+        std::vector<float> ok = random_floats(6, 3), bias = {1.0f, bad};
+        EXPECT_FALSE(load_module(d, {{"m.weight", "F32", {2, 3}, bytes_of(ok)}, {"m.bias", "F32", {2}, bytes_of(bias)}}, m, err));
+        EXPECT_NE(err.find("'m.bias'"), std::string::npos) << err;
     }
 }
 
@@ -691,7 +922,7 @@ TEST(IoConvrot, QuantizerRoundTrip) {
         for (int64_t i = 0; i < in; ++i) w[(size_t) (3 * in + i)] = 0.0f; // an all-zero row
         std::vector<int8_t> q((size_t) (out * in));
         std::vector<float>  s((size_t) out);
-        sdio::quantize_weight_rows(w.data(), out, in, G, q.data(), s.data());
+        ASSERT_TRUE(sdio::quantize_weight_rows(w.data(), out, in, G, q.data(), s.data()));
 
         EXPECT_EQ(s[3], 1.0f) << "zero row stores scale 1";
         for (int64_t o = 0; o < out; ++o) {
@@ -735,7 +966,7 @@ TEST(IoConvrot, QuantizerRoundTrip) {
     std::vector<float>  row = {127.0f, 2.5f, 3.5f, -2.5f, 0.5f, -0.5f, 1.5f, 126.5f};
     std::vector<int8_t> q(row.size());
     float               s = 0;
-    sdio::quantize_weight_rows(row.data(), 1, (int64_t) row.size(), 0, q.data(), &s);
+    ASSERT_TRUE(sdio::quantize_weight_rows(row.data(), 1, (int64_t) row.size(), 0, q.data(), &s));
     EXPECT_EQ(s, 1.0f);
     EXPECT_EQ(q, (std::vector<int8_t>{127, 2, 4, -2, 0, 0, 2, 126}));
 }
@@ -789,7 +1020,7 @@ TEST(IoConvrot, QuantizeFile) {
                   "{\"format\": \"int8_tensorwise\", \"convrot\": true, \"convrot_groupsize\": 16}");
         std::vector<int8_t> q(src.weight_f32.size());
         std::vector<float>  s((size_t) src.out);
-        sdio::quantize_weight_rows(src.weight_f32.data(), src.out, src.in, 16, q.data(), s.data());
+        ASSERT_TRUE(sdio::quantize_weight_rows(src.weight_f32.data(), src.out, src.in, 16, q.data(), s.data()));
         EXPECT_EQ(m.weight_i8, q);
         EXPECT_EQ(m.weight_scale, s);
         EXPECT_EQ(m.bias, src.bias);
@@ -827,6 +1058,63 @@ TEST(IoConvrot, QuantizeFile) {
     EXPECT_NE(err.find("non-finite"), std::string::npos) << err;
     EXPECT_FALSE(fs::exists(bad_out));
     EXPECT_EQ(d.entries(), (std::vector<std::string>{"in.safetensors", "out.safetensors"}));
+}
+
+// Group 1 means no rotation: the file carries no ConvRot keys (comfy-kitchen refuses
+// "convrot": true with group 1: "Hadamard size must be a power of 4"); group 0 the same.
+TEST(IoConvrot, QuantizeFileGroupOneWritesNoConvrotKeys) {
+    tmp_dir                  d;
+    const std::string        in_path = d.file("in.safetensors"), out_path = d.file("out.safetensors");
+    const std::vector<float> w = random_floats(3 * 8, 21);
+    std::string              err;
+    ASSERT_TRUE(sdio::write(in_path, {{"a.weight", "F32", {3, 8}, bytes_of(w)}}, {}, err)) << err;
+    for (int g : {0, 1}) {
+        ASSERT_TRUE(sdio::quantize_file(in_path, out_path, g, err, nullptr)) << err;
+        auto r = sdio::reader::open(out_path, err);
+        ASSERT_NE(r, nullptr) << err;
+        const auto * cq = r->find("a.comfy_quant");
+        ASSERT_NE(cq, nullptr);
+        EXPECT_EQ(std::string((const char *) cq->data, cq->nbytes), "{\"format\": \"int8_tensorwise\"}") << "group " << g;
+        sdio::linear_module m;
+        ASSERT_TRUE(sdio::read_linear(*r, "a", m, err)) << err;
+        EXPECT_FALSE(m.convrot);
+        std::vector<int8_t> q(w.size());
+        std::vector<float>  sc(3);
+        ASSERT_TRUE(sdio::quantize_weight_rows(w.data(), 3, 8, 0, q.data(), sc.data()));
+        EXPECT_EQ(m.weight_i8, q);
+        EXPECT_EQ(m.weight_scale, sc);
+    }
+}
+
+// Finite weights whose rotation overflows (|w| near FLT_MAX / sqrt(G) lined up with a Hadamard
+// row) would get an infinite scale: refused with the tensor's name, nothing written.
+TEST(IoConvrot, QuantizerRefusesRotationOverflow) {
+    const int          G = 16;
+    std::vector<float> row(G, 0.0f);
+    row[0] = 1.0f;
+    sdio::convrot_rotate_row(row.data(), G, G); // entries +-1/4: a row of R
+    std::vector<float> w(2 * G, 0.5f);
+    for (int i = 0; i < G; ++i) w[(size_t) (G + i)] = row[(size_t) i] * 4.0f * (FLT_MAX / 2); // +-FLT_MAX/2, finite
+    for (float v : w) ASSERT_TRUE(std::isfinite(v));
+    std::vector<int8_t> q(w.size());
+    std::vector<float>  sc(2);
+    int64_t             bad = -1;
+    EXPECT_FALSE(sdio::quantize_weight_rows(w.data(), 2, G, G, q.data(), sc.data(), &bad));
+    EXPECT_EQ(bad, 1);
+    EXPECT_TRUE(std::isfinite(sc[1]));
+    // without rotation the same row is fine: scale FLT_MAX/2/127
+    ASSERT_TRUE(sdio::quantize_weight_rows(w.data(), 2, G, 0, q.data(), sc.data(), &bad));
+    EXPECT_EQ(sc[1], (FLT_MAX / 2) / 127.0f);
+
+    tmp_dir           d;
+    const std::string in_path = d.file("in.safetensors"), out_path = d.file("out.safetensors");
+    std::string       err;
+    ASSERT_TRUE(sdio::write(in_path, {{"big.weight", "F32", {2, G}, bytes_of(w)}}, {}, err)) << err;
+    EXPECT_FALSE(sdio::quantize_file(in_path, out_path, G, err, nullptr));
+    EXPECT_NE(err.find("'big.weight'"), std::string::npos) << err;
+    EXPECT_NE(err.find("row 1 overflows"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(out_path));
+    EXPECT_EQ(d.entries(), std::vector<std::string>{"in.safetensors"});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -907,6 +1195,27 @@ TEST(IoPython, RoundTripWithReferenceImplementation) {
     };
     ASSERT_TRUE(sdio::write(ours, ts, {{"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\""}}, err)) << err;
     EXPECT_EQ(run_py("check " + sh_quote(ours)), 0);
+
+    // Every form ComfyUI reads, written by numpy + safetensors as a ComfyUI-side tool would.
+    const std::string forms = d.file("forms.safetensors");
+    ASSERT_EQ(run_py("write-comfy-forms " + sh_quote(forms)), 0);
+    r = sdio::reader::open(forms, err);
+    ASSERT_NE(r, nullptr) << err;
+    const struct { const char * name; int group; bool per_tensor; std::vector<float> scales; } forms_want[] = {
+        {"nested", 4, false, {0.5f, 0.25f, 0.125f}},
+        {"default", 256, false, {0.5f, 0.25f}},
+        {"scalar", 0, true, {0.375f, 0.375f, 0.375f, 0.375f}},
+        {"header", 16, false, {1.0f, 2.0f}},
+    };
+    for (const auto & f : forms_want) {
+        sdio::linear_module fm;
+        ASSERT_TRUE(sdio::read_linear(*r, f.name, fm, err)) << err;
+        EXPECT_TRUE(fm.int8) << f.name;
+        EXPECT_EQ(fm.convrot, f.group > 0) << f.name;
+        EXPECT_EQ(fm.group, f.group) << f.name;
+        EXPECT_EQ(fm.per_tensor_scale, f.per_tensor) << f.name;
+        EXPECT_EQ(fm.weight_scale, f.scales) << f.name;
+    }
 
     const std::string src = d.file("src.safetensors"), q = d.file("q.safetensors");
     ASSERT_EQ(run_py("write-float " + sh_quote(src)), 0);

@@ -176,6 +176,41 @@ static void dequantize(const host_linear & l, float * dst) {
     }
 }
 
+// The layout of a stored INT8 linear, checked before any graph is built so that a bad file is
+// reported with the tensor's name (not later by the op that cannot take it): the group is 0, or
+// a power of 4 with G <= K and K % G == 0, the scales are one finite positive value per output,
+// and this build's ConvRot operators accept the group (a probe node on a [K, 1] input).
+static bool check_int8_layout(const host_linear & l, const std::string & name, std::string & err) {
+    const std::string pre = "tensor " + name + ".weight: ";
+    if (l.group > 1 && (!sdio::is_power_of_4(l.group) || l.group > l.in || l.in % l.group != 0)) {
+        err = pre + "ConvRot group " + std::to_string(l.group) + " is not a power of 4 dividing the input width " + std::to_string(l.in);
+        return false;
+    }
+    if (l.scale.size() != (size_t) l.out) {
+        err = "tensor " + name + ".weight_scale: " + std::to_string(l.scale.size()) + " scales for " + std::to_string(l.out) + " output rows";
+        return false;
+    }
+    for (size_t o = 0; o < l.scale.size(); ++o) {
+        if (!std::isfinite(l.scale[o]) || !(l.scale[o] > 0.0f)) {
+            err = "tensor " + name + ".weight_scale: scale of row " + std::to_string(o) + " is not finite and > 0";
+            return false;
+        }
+    }
+    if (l.group <= 1) return true;
+    ggml_init_params ip{ggml_tensor_overhead() * 8, nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    if (!ctx) { err = "out of memory (probe context)"; return false; }
+    ggml_tensor * x  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, l.in, 1);
+    ggml_tensor * w  = ggml_new_tensor_2d(ctx, GGML_TYPE_I8, l.in, l.out);
+    ggml_tensor * sc = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, l.out);
+    ggml_tensor * q  = ggml_quantize_i8_convrot(ctx, x, l.group);
+    ggml_tensor * y  = q ? ggml_mul_mat_i8_tensorwise(ctx, w, q, sc, nullptr, l.group) : nullptr;
+    if (!y) err = pre + "ConvRot group " + std::to_string(l.group) + " (input width " + std::to_string(l.in) +
+                  ") is not supported by this build's INT8 operators: " + ggml_ext_last_error();
+    ggml_free(ctx);
+    return y != nullptr;
+}
+
 static bool check_vec(const std::vector<float> & v, size_t n, const std::string & name, std::string & err) {
     if (v.size() == n) return true;
     err = "tensor " + name + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(n);
@@ -262,11 +297,25 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
             if (type == wtype::int8) {
                 float * sc = (float *) ls[k]->scale->data;
                 if (l.is_i8) {
+                    if (l.full_precision) {
+                        // ComfyUI dequantizes such a module and multiplies in float; running it
+                        // on INT8 activations would compute something else.
+                        err = "tensor " + name + ".comfy_quant: full_precision_matrix_mult asks for a float matmul, which the "
+                              "INT8 model does not do; run with --dtype bf16 or f32 (the weights are dequantized then)";
+                        return false;
+                    }
+                    if (!check_int8_layout(l, name, err)) return false;
                     std::memcpy(dst, l.i8.data(), n);
                     std::memcpy(sc, l.scale.data(), (size_t) out * sizeof(float));
                     ls[k]->group = l.group;
                 } else {
-                    sdio::quantize_weight_rows(l.f32.data(), out, in, cfg.group, (int8_t *) dst, sc);
+                    int64_t bad = -1;
+                    if (!sdio::quantize_weight_rows(l.f32.data(), out, in, cfg.group, (int8_t *) dst, sc, &bad)) {
+                        err = "tensor " + name + ".weight: row " + std::to_string(bad) +
+                              " is not finite after the ConvRot rotation (group " + std::to_string(cfg.group) +
+                              "; non-finite weights, or weights near FLT_MAX that overflow), cannot quantize it";
+                        return false;
+                    }
                     ls[k]->group = cfg.group;
                 }
             } else {

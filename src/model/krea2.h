@@ -48,6 +48,7 @@ struct host_linear {
     int64_t              in = 0, out = 0;
     bool                 is_i8 = false;
     int                  group = 0; // ConvRot group of the stored INT8 weight (0/1: none)
+    bool                 full_precision = false; // the file asks for a float matmul (ComfyUI's full_precision_matrix_mult)
     std::vector<float>   f32;       // [out][in] (ggml [in, out])
     std::vector<int8_t>  i8;        // [out][in]
     std::vector<float>   scale;     // [out]

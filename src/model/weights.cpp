@@ -11,14 +11,14 @@ namespace {
 
 class checkpoint_source : public weight_source {
   public:
-    explicit checkpoint_source(std::unique_ptr<sdio::reader> r) : r_(std::move(r)) {}
+    checkpoint_source(std::unique_ptr<sdio::reader> r, sdio::header_quant h) : r_(std::move(r)), header_(std::move(h)) {}
 
     bool get_block(const config & cfg, int i, host_block & b, std::string & err) override {
         const std::string pre = "blocks." + std::to_string(i) + ".";
         for (int k = 0; k < 8; ++k) {
             sdio::linear_module m;
             const std::string   name = pre + LINEAR_NAMES[k];
-            if (!sdio::read_linear(*r_, name, m, err)) return false;
+            if (!sdio::read_linear(*r_, name, m, err, &header_)) return false;
             if (!m.bias.empty()) {
                 err = "tensor " + name + ".bias: Krea2 block linears have no bias (unknown model layout)";
                 return false;
@@ -28,6 +28,7 @@ class checkpoint_source : public weight_source {
             l.out           = m.out;
             l.is_i8         = m.int8;
             l.group         = m.convrot ? m.group : 0;
+            l.full_precision = m.full_precision_mm;
             l.f32           = std::move(m.weight_f32);
             l.i8            = std::move(m.weight_i8);
             l.scale         = std::move(m.weight_scale);
@@ -41,6 +42,7 @@ class checkpoint_source : public weight_source {
         };
         for (auto & e : vecs) {
             if (!sdio::read_floats(*r_, pre + e.n, *e.v, nullptr, err)) return false;
+            if (!sdio::check_finite(*r_, pre + e.n, *e.v, 0, err)) return false; // NaN would only show as "deviation nan"
         }
         (void) cfg;
         return true;
@@ -48,6 +50,7 @@ class checkpoint_source : public weight_source {
 
   private:
     std::unique_ptr<sdio::reader> r_;
+    sdio::header_quant            header_; // parsed once, not per module
 };
 
 // The (in, out) of a linear's weight, from its torch shape [out, in].
@@ -95,7 +98,9 @@ std::unique_ptr<weight_source> open_checkpoint(const std::string & path, config 
         err = "unknown model layout in " + path + ": " + v;
         return nullptr;
     }
-    return std::unique_ptr<weight_source>(new checkpoint_source(std::move(r)));
+    sdio::header_quant header;
+    if (!sdio::read_header_quant(*r, header, err)) return nullptr;
+    return std::unique_ptr<weight_source>(new checkpoint_source(std::move(r), std::move(header)));
 }
 
 bool quantize_checkpoint(const std::string & in, const std::string & out, int group, std::string & err,

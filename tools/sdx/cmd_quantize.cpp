@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "io/atomic_file.h"
+#include "io/comfy_int8.h"
 
 #include <cstdio>
 
@@ -17,7 +18,10 @@ static const char * const QUANTIZE_HELP =
     "left behind on failure).\n"
     "\n"
     "Options:\n"
-    "  --group G   ConvRot group: 1, 4, 16, 64 or 256 (default 256); 0 quantizes without rotation\n"
+    "  --group G   ConvRot group, a power of 4: 4, 16, 64, 256 (default), 1024, ...; modules whose\n"
+    "              input width it does not divide stay float; 0 or 1 quantize without rotation\n"
+    "              (no ConvRot keys are written then). sdx run takes groups up to what this\n"
+    "              build's INT8 kernels support and says so at load otherwise\n"
     "  --help      this text\n";
 
 int cmd_quantize(int argc, char ** argv) {
@@ -31,9 +35,8 @@ int cmd_quantize(int argc, char ** argv) {
             return 0;
         }
         if (s == "--group") {
-            group = (int) a.int_value(0, 256);
-            if (group != 0 && group != 1 && group != 4 && group != 16 && group != 64 && group != 256)
-                usage_error("option --group: must be 0, 1, 4, 16, 64 or 256");
+            group = (int) a.int_value(0, 1 << 30);
+            if (group != 0 && !sdio::is_power_of_4(group)) usage_error("option --group: must be 0 or a power of 4 (1, 4, 16, ..., 1024, ...)");
         } else if (!s.empty() && s[0] == '-' && s != "-") {
             usage_error("quantize: unknown option '" + s + "' (try 'sdx quantize --help')");
         } else {
@@ -53,7 +56,8 @@ int cmd_quantize(int argc, char ** argv) {
     });
     p.finish();
     if (!ok) fail(err);
-    printf("sdx quantize: wrote %s (ConvRot group %d)\n", files[1].c_str(), group);
+    if (group > 1) printf("sdx quantize: wrote %s (ConvRot group %d)\n", files[1].c_str(), group);
+    else printf("sdx quantize: wrote %s (no rotation)\n", files[1].c_str());
     return 0;
 }
 

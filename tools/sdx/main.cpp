@@ -19,6 +19,7 @@ static const char * const TOP_HELP =
     "  inspect   print the scheduled plan of one block graph (--json for machines)\n"
     "  bench     time F32, BF16, INT8 and INT8+fusion; write JSON and an HTML report\n"
     "  quantize  convert a safetensors checkpoint to ComfyUI int8_tensorwise + ConvRot\n"
+    "  verify    check a quantized checkpoint module by module against its float original\n"
     "\n"
     "'sdx <command> --help' describes each command. Exit status: 0 success, 1 failure,\n"
     "2 bad arguments.\n";
@@ -38,6 +39,7 @@ int main(int argc, char ** argv) {
         if (cmd == "inspect") return sdx::cmd_inspect(argc - 1, argv + 1);
         if (cmd == "bench") return sdx::cmd_bench(argc - 1, argv + 1);
         if (cmd == "quantize") return sdx::cmd_quantize(argc - 1, argv + 1);
+        if (cmd == "verify") return sdx::cmd_verify(argc - 1, argv + 1);
         sdx::usage_error("unknown command '" + cmd + "' (try 'sdx --help')");
     } catch (const sdx::failure & f) {
         fflush(stdout);
