@@ -17,7 +17,7 @@
 #                                      run with --smoke (build-opt-notests)
 #   SD_SANITIZE               ""       address;undefined: scripts/test.sh; thread: scripts/test-tsan.sh
 #   SD_BUILD_FUZZ             OFF      scripts/test-fuzz.sh (clang, libFuzzer)
-#   GGML_MAX_NAME             128      160, as stable-diffusion.cpp defines it: scripts/test-install.sh
+#   GGML_MAX_NAME             64       160, as stable-diffusion.cpp defines it: scripts/test-install.sh
 #
 # ccache is used when installed (not required).
 set -euo pipefail
