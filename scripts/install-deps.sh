@@ -15,6 +15,8 @@ for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopen
            libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers; do
     have_pkg "$pkg" || need+=("$pkg")
 done
+# ccache: the option builds of scripts/test-options.sh reuse the default build's objects
+have_pkg ccache || need+=(ccache)
 # clang-14, libclang-rt-14-dev: libFuzzer for scripts/test-fuzz.sh (tests/fuzz)
 for pkg in clang-14 libclang-rt-14-dev; do have_pkg "$pkg" || need+=("$pkg"); done
 

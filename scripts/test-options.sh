@@ -9,11 +9,15 @@
 #                                      (INT8 is a clear error, RoPE falls back to the native chain);
 #                                      the CPU-kernel tests and benchmarks must not exist (build-opt-noext)
 #   SD_BUILD_BENCH=OFF        ON       no bench targets (same dir as above)
+#   GGML_VULKAN=OFF           ON*      the CPU-only library: no Vulkan targets, scheduler tests
+#                                      (same dir as above; *ON where libvulkan-dev and glslc exist)
 #   GGML_NATIVE=OFF           ON       no -march=native: the kernels' portable and runtime-dispatched
 #                                      paths against their references (build-opt-portable)
 #   SD_BUILD_TESTS=OFF        ON       everything else still builds: sdx and every benchmark, each
 #                                      run with --smoke (build-opt-notests)
 #   SD_SANITIZE               ""       address;undefined: scripts/test.sh; thread: scripts/test-tsan.sh
+#   SD_BUILD_FUZZ             OFF      scripts/test-fuzz.sh (clang, libFuzzer)
+#   GGML_MAX_NAME             64       160, as stable-diffusion.cpp defines it: scripts/test-install.sh
 #
 # ccache is used when installed (not required).
 set -euo pipefail
@@ -61,14 +65,15 @@ run_tests() { # DIR TESTS...
     done
 }
 
-echo "== option SD_CPU_EXTENSIONS=OFF (with SD_BUILD_BENCH=OFF)"
+echo "== option SD_CPU_EXTENSIONS=OFF (with SD_BUILD_BENCH=OFF, GGML_VULKAN=OFF)"
 d=build-opt-noext
-configure "$d" -DSD_CPU_EXTENSIONS=OFF -DSD_BUILD_BENCH=OFF
+configure "$d" -DSD_CPU_EXTENSIONS=OFF -DSD_BUILD_BENCH=OFF -DGGML_VULKAN=OFF
+expect_no_targets "$d" GGML_VULKAN=OFF test-vulkan test-sdx-vulkan bench-vulkan
 expect_no_targets "$d" SD_CPU_EXTENSIONS=OFF test-int8 test-sd-ops test-fusion-norm-quant \
     test-fusion-gate-quant test-fusion-linear-epilogue
 expect_no_targets "$d" SD_BUILD_BENCH=OFF bench-ops bench-sched bench-int8 bench-sd-ops
-build "$d" sdx test-io test-model
-run_tests "$d" test-io test-model
+build "$d" sdx test-io test-model test-sched
+run_tests "$d" test-io test-model test-sched
 
 echo "== option GGML_NATIVE=OFF"
 d=build-opt-portable

@@ -7,11 +7,17 @@ scripts/install-deps.sh
 [ "${1:-}" = "--tsan" ] && exec scripts/test-tsan.sh "$(nproc)" # ThreadSanitizer pass only
 
 jobs=$(nproc)
+# ccache (installed by install-deps.sh) lets the option builds of test-options.sh reuse the objects
+# of this build whose flags they share
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 sanitize=1
 [ "${1:-}" = "--no-sanitize" ] && sanitize=0
 
 echo "== Release build and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
 scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
@@ -21,7 +27,7 @@ if [ "${SD_TEST_UPSTREAM:-0}" = 1 ]; then scripts/test-upstream.sh; fi
 if ((sanitize)); then
     echo "== Sanitizer build (address;undefined) and tests"
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSD_SANITIZE="address;undefined" \
-          -DSD_BUILD_BENCH=OFF >/dev/null
+          -DSD_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
     cmake --build build-asan -j"$jobs"
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --test-dir build-asan -j"$jobs" --output-on-failure --timeout 1200

@@ -263,20 +263,24 @@ void sinks_cases(case_list & cl) {
                },
                [](const std::vector<dense> & x, dense *) { return ref::soft_max_sinks(x[0], 0.5, x[1]); }, tol_ar(1e-7, 1e-5));
     }
+    // both precisions, as the other flash-attention cases: the default lets the CPU round Q, K, V
+    // and the probabilities to BF16/F16 (bound 5e-3); GGML_PREC_F32 keeps F32 products
+    for (ggml_prec prec : {GGML_PREC_DEFAULT, GGML_PREC_F32})
     for (ggml_type kv : {GGML_TYPE_F32, GGML_TYPE_F16}) {
         const int64_t D = 64, n_q = 5, n_kv = 37, H = 4, Hkv = 2;
-        cl.add(std::string("flash_attn_ext + add_sinks kv ") + tn(kv) + " D 64 n_q 5 n_kv 37 heads 4/2",
+        cl.add(std::string("flash_attn_ext + add_sinks kv ") + tn(kv) + " D 64 n_q 5 n_kv 37 heads 4/2" +
+                   (prec == GGML_PREC_F32 ? " prec f32" : ""),
                [=](builder & b) {
                    ggml_tensor * q  = b.src(GGML_TYPE_F32, {D, n_q, H, 1});
                    ggml_tensor * k  = b.src(kv, {D, n_kv, Hkv, 1});
                    ggml_tensor * v  = b.src(kv, {D, n_kv, Hkv, 1});
                    ggml_tensor * sk = b.src(GGML_TYPE_F32, {H, 1, 1, 1}, layout::cont, fill::range(-1, 2));
                    b.out = ggml_flash_attn_ext(b.ctx, q, k, v, nullptr, 0.125f, 0.0f, 0.0f);
+                   if (prec != GGML_PREC_DEFAULT) ggml_flash_attn_ext_set_prec(b.out, prec);
                    ggml_flash_attn_ext_add_sinks(b.out, sk);
                },
                [](const std::vector<dense> & x, dense *) { return ref::flash_attn_ext_sinks(x[0], x[1], x[2], 0.125, x[3]); },
-               // F16 K/V: the CPU kernel rounds q (and the probabilities) to F16/BF16 on its fast path
-               kv == GGML_TYPE_F32 ? tol_ar(1e-5, 1e-4) : tol_ar(5e-3, 1e-2));
+               prec == GGML_PREC_F32 ? tol_ar(1e-5, 1e-4) : tol_ar(5e-3, 1e-2));
     }
 }
 

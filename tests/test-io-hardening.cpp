@@ -152,6 +152,8 @@ TEST(IoHeaderCost, DuplicateKeyCheckIsNotQuadratic) {
     // The pairwise check would make k^2/2 = 2e10 comparisons; sorting makes about k log2 k.
     const double bound = 3.0 * (double) k * std::log2((double) k);
     EXPECT_LT((double) st.key_comparisons, bound) << st.key_comparisons;
+    std::printf("[ info ] 200k keys: %llu key comparisons (pairwise: %.2e)\n", (unsigned long long) st.key_comparisons,
+                0.5 * (double) k * (double) (k - 1));
     EXPECT_EQ(st.values, k + 1);
 
     // A duplicate far apart is still found, and named.
@@ -238,6 +240,49 @@ TEST(IoHeaderCost, ReaderMemoryIsASmallMultipleOfTheHeader) {
     ratio = open_peak_ratio(d, many, true, err);
     EXPECT_LT(ratio, 16.0) << "many tensors";
     std::printf("[ info ] peak heap / file size, 8 MiB headers: many tensors %.2f\n", ratio);
+}
+
+// JSON held in the header as a string (ComfyUI's _quantization_metadata) is parsed into a tree:
+// the tree refuses documents denser than real ones, so the peak stays a small multiple too.
+TEST(IoHeaderCost, DenseJsonInMetadataIsRefusedWithinTheBound) {
+    tmp_dir     d;
+    std::string zeros = "[0";
+    while (zeros.size() < (4u << 20)) zeros += ",0";
+    zeros += "]";
+    sdio::json::value v;
+    std::string       err;
+    {
+        peak_meter m;
+        EXPECT_FALSE(sdio::json::parse(zeros.data(), zeros.size(), v, err));
+        EXPECT_NE(err.find("values in"), std::string::npos) << err;
+        EXPECT_LT((double) m.peak() / (double) zeros.size(), 16.0);
+    }
+    // The densest document accepted (a value per 9 bytes): exact reservations, no doubling.
+    std::string nines = "[12345678";
+    while (nines.size() < (4u << 20)) nines += ",12345678";
+    nines += "]";
+    {
+        peak_meter m;
+        EXPECT_TRUE(sdio::json::parse(nines.data(), nines.size(), v, err)) << err;
+        EXPECT_LT((double) m.peak() / (double) nines.size(), 16.0);
+        std::printf("[ info ] peak heap / text: densest JSON tree accepted %.2f\n", (double) m.peak() / (double) nines.size());
+        v = sdio::json::value();
+    }
+    const std::string meta = "{\"layers\":{\"m\":" + zeros + "}}";
+    std::string       quoted;
+    sdio::json::append_quoted(quoted, meta);
+    const std::string header = "{\"__metadata__\":{\"_quantization_metadata\":" + quoted +
+                               "},\"m.weight\":{\"dtype\":\"F32\",\"shape\":[1,4],\"data_offsets\":[0,16]}}";
+    const std::string bytes = raw_file(header, std::string(16, '\0'));
+    spit(d.file("meta.safetensors"), bytes);
+    peak_meter m;
+    auto       r = sdio::reader::open(d.file("meta.safetensors"), err);
+    ASSERT_TRUE(r) << err;
+    sdio::linear_module lm;
+    EXPECT_FALSE(sdio::read_linear(*r, "m", lm, err));
+    EXPECT_NE(err.find("_quantization_metadata"), std::string::npos) << err;
+    EXPECT_LT((double) m.peak() / (double) bytes.size(), 16.0);
+    std::printf("[ info ] peak heap / file size: dense _quantization_metadata %.2f\n", (double) m.peak() / (double) bytes.size());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -337,7 +382,7 @@ TEST(IoWriter, QuantizerRefusesScalesThatOverflow) {
     ASSERT_TRUE(sdio::write(in, {{"m.weight", "F32", {2, 4}, bytes_of(w)}}, {}, err)) << err;
     spit(out, "old output");
     EXPECT_FALSE(sdio::quantize_file(in, out, 4, err, nullptr));
-    EXPECT_NE(err.find("not finite"), std::string::npos) << err;
+    EXPECT_NE(err.find("infinite"), std::string::npos) << err;
     EXPECT_EQ(slurp(out), "old output");
     EXPECT_EQ(d.entries(), (std::vector<std::string>{"big.safetensors", "q.safetensors"}));
 }

@@ -41,6 +41,8 @@ const std::vector<op_case> & all_cases() {
         add_rope_cases(cl);
         add_attention_cases(cl);
         add_layout_cases(cl);
+        add_conv_cases(cl);
+        add_client_cases(cl);
         return std::move(cl.v);
     }();
     return cases;
@@ -61,9 +63,46 @@ const expected_decline k_expected_declines[] = {
     {"Q8_0", "no quantized types in the Vulkan shaders yet"},
 };
 
-const char * expected_decline_reason(const std::string & name) {
+// Ops the Vulkan backend has no shader for (or only some modes of), by the op of the node the
+// device declined (ggml_op_desc, as the harness reports it).
+const expected_decline k_declined_ops[] = {
+    {"IM2COL", "no Vulkan shader yet"}, {"IM2COL_3D", "no Vulkan shader yet"},
+    {"CONV_2D", "no Vulkan shader yet"}, {"CONV_2D_DW", "no Vulkan shader yet"},
+    {"CONV_3D", "no Vulkan shader yet"}, {"CONV_TRANSPOSE_1D", "no Vulkan shader yet"},
+    {"CONV_TRANSPOSE_2D", "no Vulkan shader yet"}, {"POOL_1D", "no Vulkan shader yet"},
+    {"POOL_2D", "no Vulkan shader yet"}, {"UPSCALE", "no Vulkan shader yet"},
+    {"ARGSORT", "no Vulkan shader yet"}, {"TOP_K", "no Vulkan shader yet"}, {"ARGMAX", "no Vulkan shader yet"},
+    {"GROUP_NORM", "no Vulkan shader yet"}, {"L2_NORM", "no Vulkan shader yet"},
+    {"DIAG_MASK_INF", "no Vulkan shader yet"}, {"LEAKY_RELU", "no Vulkan shader yet"},
+    {"SIN", "no Vulkan shader yet"}, {"COS", "no Vulkan shader yet"}, {"LOG", "no Vulkan shader yet"},
+    {"CLAMP", "no Vulkan shader yet"}, {"SUM", "no Vulkan shader yet"}, {"SUM_ROWS", "no Vulkan shader yet"},
+    {"MEAN", "no Vulkan shader yet"}, {"SET_ROWS", "no Vulkan shader yet"}, {"SET", "no Vulkan shader yet"},
+    {"ACC", "no Vulkan shader yet"}, {"ROLL", "no Vulkan shader yet"}, {"GET_REL_POS", "no Vulkan shader yet"},
+    {"ADD_REL_POS", "no Vulkan shader yet"}, {"WIN_PART", "no Vulkan shader yet"},
+    {"WIN_UNPART", "no Vulkan shader yet"}, {"MUL_MAT_ID", "no Vulkan shader yet"}, {"ADD_ID", "no Vulkan shader yet"},
+    {"PAD", "circular padding is not implemented (zero padding is)"},
+    {"ROPE", "multi-section / vision rope modes are not implemented (NORMAL and NEOX are)"},
+};
+
+// A vs-CPU comparison the CPU backend itself gets wrong (its own reference test fails too):
+// reported, and shown as a skip with this reason rather than hidden.
+const expected_decline k_cpu_known_wrong[] = {
+    {"flash_attn_ext_add_sinks_kv_f32",
+     "the CPU's default (bf16dot) flash-attention kernel misses the bound with sinks: "
+     "test-backend-ops CPU_flash_attn_ext_add_sinks_kv_f32_*_t1 fails the same way"},
+};
+
+const char * expected_decline_reason(const std::string & name, const std::string & message) {
     for (const auto & e : k_expected_declines) {
         if (name.find(e.name_part) != std::string::npos) return e.why;
+    }
+    const std::string key = "does not support node ";
+    const size_t      at  = message.find(key);
+    if (at == std::string::npos) return nullptr;
+    const std::string rest = message.substr(at + key.size());
+    const std::string op   = rest.substr(0, rest.find(' '));
+    for (const auto & e : k_declined_ops) {
+        if (op == e.name_part) return e.why;
     }
     return nullptr;
 }
@@ -242,6 +281,13 @@ TEST_F(VulkanTest, DeviceToDeviceTensorCopy) {
     for (size_t i = 0; i < v.size(); i++) v[i] = (uint16_t) (i * 31 + 5);
     ggml_backend_tensor_set(a, v.data(), 0, ggml_nbytes(a));
     ggml_backend_tensor_memset(b, 0xAB, 0, ggml_nbytes(b));
+    ggml_backend_tensor_memset(b, 0x12, 2, 4); // unaligned range: through the host
+    ggml_backend_tensor_get(b, out.data(), 0, ggml_nbytes(b));
+    EXPECT_EQ(out[0], 0xABABu);
+    EXPECT_EQ(out[1], 0x1212u);
+    EXPECT_EQ(out[2], 0x1212u);
+    EXPECT_EQ(out[3], 0xABABu);
+    EXPECT_EQ(out[33 * 7 - 1], 0xABABu);
     ggml_backend_tensor_copy(a, b);
     ggml_backend_tensor_get(b, out.data(), 0, ggml_nbytes(b));
     EXPECT_EQ(out, v);
@@ -465,8 +511,13 @@ TEST_P(VulkanOps, MatchesReference) {
     const bops::op_case & c = bops::all_cases()[p.case_idx];
     ggml_backend_t        be = vk_backend(p.dev);
     ASSERT_NE(be, nullptr);
+    if (p.vs_cpu) {
+        for (const auto & e : k_cpu_known_wrong) {
+            if (c.name.find(e.name_part) != std::string::npos) GTEST_SKIP() << "CPU result known wrong: " << e.why;
+        }
+    }
     const bops::result r = p.vs_cpu ? bops::run_case_vs_cpu(c, be, cpu_backend()) : bops::run_case(c, be, 0);
-    const char * why = expected_decline_reason(c.name);
+    const char * why = expected_decline_reason(c.name, r.message);
     if (r.status == bops::result::declined) {
         // an expected decline passes (it is listed, with its reason, in k_expected_declines)
         EXPECT_NE(why, nullptr) << "unexpected decline: " << r.message;

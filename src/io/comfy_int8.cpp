@@ -460,9 +460,9 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
         // accepts it: the output must be a file this library can read back as modules.
         if (!quantize && t.name.size() > suffix && t.name.compare(t.name.size() - suffix, suffix, ".weight") == 0) {
             const std::string m = t.name.substr(0, t.name.size() - suffix);
-            if (r->find(m + ".comfy_quant") || t.dtype == "I8") {
+            if (r->find(m + ".comfy_quant") || header.layers.count(m) || t.dtype == "I8") {
                 linear_module lm;
-                if (!read_linear(*r, m, lm, err)) return false;
+                if (!read_linear(*r, m, lm, err, &header)) return false;
             }
         }
         if (!quantize) {
@@ -521,15 +521,6 @@ bool quantize_file(const std::string & in_path, const std::string & out_path, in
                 return true;
             }
             case kind::scale:
-                // read_linear refuses scales that are not finite and > 0: never write one (the
-                // rotation can push a finite weight near FLT_MAX to inf).
-                for (size_t o = 0; o < scales.size(); ++o) {
-                    if (!std::isfinite(scales[o]) || !(scales[o] > 0.0f)) {
-                        why = "row " + std::to_string(o) + " of '" + display_name(t.name) +
-                              "' quantizes to a scale that is not finite (|weight| too large for the rotation)";
-                        return false;
-                    }
-                }
                 buf.resize(scales.size() * 4);
                 std::memcpy(buf.data(), scales.data(), buf.size()); // little-endian host (x86/ARM)
                 return true;

@@ -76,7 +76,9 @@ class handler {
 bool parse_events(const char * data, size_t n, handler & h, std::string & err, parse_stats * stats = nullptr);
 
 // Parses the whole of [data, data + n) into a tree. On failure returns false and sets err as
-// parse_events does.
+// parse_events does (or, when the document is too dense, to that reason). A tree costs ~100
+// bytes a value, so documents with more than 1024 + n/8 values are refused: memory stays within
+// ~15x the text. Dense or large untrusted data goes through parse_events.
 bool parse(const char * data, size_t n, value & out, std::string & err, parse_stats * stats = nullptr);
 
 // Appends s to out as a JSON string literal (quotes included) that is always valid JSON: '"',

@@ -280,6 +280,7 @@ bool model::place_layout_only(std::string & err) {
     reserved_size_ = size;
     buf_           = ggml_backend_cpu_buffer_from_ptr(p, size);
     if (!buf_) { err = "cannot create the weight layout buffer"; return false; }
+    ggml_backend_buffer_set_usage(buf_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS); // as load(): same placement
     ggml_tallocr talloc = ggml_tallocr_new(buf_);
     for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
         if (ggml_tallocr_alloc(&talloc, t) != GGML_STATUS_SUCCESS) {

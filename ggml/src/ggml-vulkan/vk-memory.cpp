@@ -176,6 +176,21 @@ bool record_and_wait(vk_device * dev, VkBuffer src, size_t src_off, VkBuffer dst
     return true;
 }
 
+// fills a 4-byte-aligned range with a byte value on the device (no host copy of the range)
+bool fill_on_device(vk_device * dev, const vk_allocation & a, size_t off, size_t size, uint8_t value) {
+    std::lock_guard<std::mutex> lock(dev->xfer_mtx);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    vkResetCommandBuffer(dev->xfer_cmd, 0);
+    vkBeginCommandBuffer(dev->xfer_cmd, &bi);
+    const uint32_t word = 0x01010101u * value;
+    vkCmdFillBuffer(dev->xfer_cmd, a.block->buffer, a.offset + off, size, word);
+    vkEndCommandBuffer(dev->xfer_cmd);
+    const VkResult r = vk_submit_wait(dev, dev->xfer_cmd, dev->xfer_fence);
+    if (r != VK_SUCCESS) vk_check_failed(r, "fill submit");
+    return r == VK_SUCCESS;
+}
+
 // host <-> a range of an allocation, through the staging buffer in STAGING_SIZE pieces
 void staged_transfer(vk_device * dev, const vk_allocation & a, size_t off, void * host, size_t size, xfer_dir dir) {
     std::lock_guard<std::mutex> lock(dev->xfer_mtx);
@@ -229,9 +244,14 @@ void * buf_get_base(ggml_backend_buffer_t buffer) {
 
 void buf_memset_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, uint8_t value, size_t offset, size_t size) {
     vk_buffer_ctx * ctx = bctx(buffer);
+    if (size == 0) return;
     const size_t    off = tensor_offset(buffer, tensor) + offset;
     if (ctx->a.mapped) {
         memset(ctx->a.mapped + off, value, size);
+        return;
+    }
+    if (off % 4 == 0 && size % 4 == 0) {
+        GGML_ASSERT(fill_on_device(ctx->dev, ctx->a, off, size, value));
         return;
     }
     std::vector<uint8_t> tmp(size, value);
@@ -280,8 +300,7 @@ void buf_clear(ggml_backend_buffer_t buffer, uint8_t value) {
         memset(ctx->a.mapped, value, ctx->a.size);
         return;
     }
-    std::vector<uint8_t> tmp(ctx->a.size, value);
-    staged_transfer(ctx->dev, ctx->a, 0, tmp.data(), ctx->a.size, xfer_dir::to_device);
+    GGML_ASSERT(fill_on_device(ctx->dev, ctx->a, 0, ctx->a.size, value)); // sizes are 256-byte granules
 }
 
 const ggml_backend_buffer_i buffer_iface = {

@@ -28,7 +28,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 
 namespace sd_int8 {
 
