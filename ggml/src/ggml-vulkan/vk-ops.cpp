@@ -210,8 +210,32 @@ struct recorder {
 
     // one output element per iteration
     bool elementwise(int op) {
-        const uint32_t wg = wg_size(s.dev, 256);
-        return run("elementwise", {(int32_t) wg, op}, groups_for(s.dev, (uint64_t) ggml_nelements(node), wg));
+        const uint32_t wg   = wg_size(s.dev, 256);
+        const int32_t  fast = fast_mode(op);
+        std::vector<int32_t> spec = {(int32_t) wg, op, fast};
+        if (fast) {
+            spec.push_back((int32_t) node->type);
+            spec.push_back((int32_t) node->src[0]->type);
+            spec.push_back(node->src[1] ? (int32_t) node->src[1]->type : 0);
+        }
+        return run("elementwise", spec, groups_for(s.dev, (uint64_t) ggml_nelements(node), wg));
+    }
+
+    // elementwise.comp FAST: 1 when dst and its operands are contiguous with dst's shape (2 when
+    // src1 is one contiguous row broadcast over dst); only for the element-by-element ops, and
+    // not for same-type copies (their bit-copy path keeps NaN payloads and integers exact)
+    int32_t fast_mode(int op) const {
+        const bool binary = op >= EW_ADD && op <= EW_DIV;
+        const bool map    = op == EW_SCALE || op == EW_SQR || op == EW_SQRT || op >= EW_UNARY;
+        const bool cvt    = op == EW_COPY && node->src[0]->type != node->type && ggml_are_same_shape(node, node->src[0]);
+        if (!binary && !map && !cvt) return 0;
+        const ggml_tensor * a = node->src[0];
+        if (!ggml_is_contiguous(node) || !ggml_is_contiguous(a) || !ggml_are_same_shape(node, a)) return 0;
+        if (!binary) return 1;
+        const ggml_tensor * b = node->src[1];
+        if (!ggml_is_contiguous(b)) return 0;
+        if (ggml_are_same_shape(node, b)) return 1;
+        return ggml_nrows(b) == 1 && node->ne[0] % b->ne[0] == 0 ? 2 : 0;
     }
 
     // one invocation per output element of a shader without an OP selector

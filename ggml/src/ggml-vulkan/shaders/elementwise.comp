@@ -4,9 +4,6 @@
 #include "common.glsl"
 #include "math.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const int OP = 0;
-
 #define OP_COPY     0
 #define OP_ADD      1
 #define OP_SUB      2
@@ -23,11 +20,59 @@ layout(constant_id = 1) const int OP = 0;
 #define OP_TIMESTEP 13
 #define OP_UNARY    100 // + ggml_unary_op
 
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const int OP = 0;
+// FAST 1: dst, src0 (and src1) contiguous with dst's shape; 2: the same but src1 one contiguous
+// row broadcast over dst. Element i is then offset i (i % ne10 for a broadcast row) and the
+// element types are the constants TD/TA/TB: no index arithmetic, no per-element type branches.
+layout(constant_id = 2) const int FAST = 0;
+layout(constant_id = 3) const int TD = 0;
+layout(constant_id = 4) const int TA = 0;
+layout(constant_id = 5) const int TB = 0;
+
+float ldc(const int type, uint64_t addr, uint i) {
+    if (type == T_F16) return float(PF16(addr).v[i]);
+    if (type == T_BF16) return uintBitsToFloat(uint(PU16(addr).v[i]) << 16);
+    if (type == T_I32) return float(PI32(addr).v[i]);
+    return PF32(addr).v[i];
+}
+
+void stc(const int type, uint64_t addr, uint i, float x) {
+    if (type == T_F16) PU16(addr).v[i] = uint16_t(f32_to_f16_bits(x));
+    else if (type == T_BF16) PU16(addr).v[i] = uint16_t(f32_to_bf16_bits(x));
+    else if (type == T_I32) PI32(addr).v[i] = int(x);
+    else PF32(addr).v[i] = x;
+}
+
+float binary_f(float x, float y) {
+    if (OP == OP_ADD) return x + y;
+    if (OP == OP_SUB) return x - y;
+    if (OP == OP_MUL) return x * y;
+    return x / y;
+}
+
+
 void main() {
     const Tensor d = pc.p.t[0];
     const Tensor a = pc.p.t[1];
     const Tensor b = pc.p.t[2];
     const uint   n = nelem(d);
+    if (FAST != 0) {
+        const uint64_t da = d.addr, aa = a.addr, ba = b.addr;
+        const uint nb0 = b.ne[0];
+        GRID_LOOP(i, n) {
+            const float x = ldc(TA, aa, i);
+            float r;
+            if (OP >= OP_ADD && OP <= OP_DIV) r = binary_f(x, ldc(TB, ba, FAST == 2 ? i % nb0 : i));
+            else if (OP == OP_SCALE) r = pc.p.fp[1] == 0.0 ? pc.p.fp[0] * x : mul_add_exact(pc.p.fp[0], x, pc.p.fp[1]);
+            else if (OP == OP_SQR) r = x * x;
+            else if (OP == OP_SQRT) r = sqrt(x);
+            else if (OP >= OP_UNARY) r = unary_f(OP - OP_UNARY, x);
+            else r = x; // OP_COPY between different types (same types take the bit-copy path below)
+            stc(TD, da, i, r);
+        }
+        return;
+    }
     GRID_LOOP(i, n) {
         const uvec4 c  = unravel(d, i);
         const uint  od = off4(d, c);
