@@ -84,14 +84,6 @@ const expected_decline k_declined_ops[] = {
     {"ROPE", "multi-section / vision rope modes are not implemented (NORMAL and NEOX are)"},
 };
 
-// A vs-CPU comparison the CPU backend itself gets wrong (its own reference test fails too):
-// reported, and shown as a skip with this reason rather than hidden.
-const expected_decline k_cpu_known_wrong[] = {
-    {"flash_attn_ext_add_sinks_kv_f32",
-     "the CPU's default (bf16dot) flash-attention kernel misses the bound with sinks: "
-     "test-backend-ops CPU_flash_attn_ext_add_sinks_kv_f32_*_t1 fails the same way"},
-};
-
 const char * expected_decline_reason(const std::string & name, const std::string & message) {
     for (const auto & e : k_expected_declines) {
         if (name.find(e.name_part) != std::string::npos) return e.why;
@@ -511,11 +503,6 @@ TEST_P(VulkanOps, MatchesReference) {
     const bops::op_case & c = bops::all_cases()[p.case_idx];
     ggml_backend_t        be = vk_backend(p.dev);
     ASSERT_NE(be, nullptr);
-    if (p.vs_cpu) {
-        for (const auto & e : k_cpu_known_wrong) {
-            if (c.name.find(e.name_part) != std::string::npos) GTEST_SKIP() << "CPU result known wrong: " << e.why;
-        }
-    }
     const bops::result r = p.vs_cpu ? bops::run_case_vs_cpu(c, be, cpu_backend()) : bops::run_case(c, be, 0);
     const char * why = expected_decline_reason(c.name, r.message);
     if (r.status == bops::result::declined) {

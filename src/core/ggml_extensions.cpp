@@ -363,11 +363,10 @@ const schema_ids & schemas() {
     return ids;
 }
 
-// Constructors log what ggml_ext_op_create rejected (the message stays in ggml_ext_last_error).
+// Constructors return nullptr with the reason in ggml_ext_last_error and print nothing: the
+// caller reports it (a print here too made one error two lines on sdx's stderr).
 ggml_tensor * create(ggml_context * ctx, ggml_ext_op_t op, ggml_tensor ** src, int n_src, const void * attrs) {
-    ggml_tensor * t = ggml_ext_op_create(ctx, op, src, n_src, attrs);
-    if (t == nullptr) fprintf(stderr, "sd: %s\n", ggml_ext_last_error());
-    return t;
+    return ggml_ext_op_create(ctx, op, src, n_src, attrs);
 }
 
 // sd.linear_i8.v1 node; the input kind follows from the input itself unless forced (infer

@@ -29,7 +29,8 @@ struct memory_estimate {
     size_t compute  = 0; // scheduler compute buffer incl. extension workspaces (largest so far)
     size_t cpu_work = 0; // bound on the CPU executor's work buffer (largest so far)
     size_t host     = 0; // host copies at the peak: one block's weights while loading, x, pe, outputs
-    size_t total    = 0; // the peak: the largest phase's sum, plus a fixed runtime overhead
+    size_t process  = 0; // resident before the run: code, libraries, loaded GPU drivers (lavapipe's LLVM)
+    size_t total    = 0; // the peak: the largest phase's sum, plus process and a fixed runtime overhead
     int    peak_phase = 0;
     bool   peak_while_loading = false;
 };

@@ -27,7 +27,7 @@ krea2::memory_estimate check_memory(krea2::runner & r, const model_opts & o, con
     std::string       m  = "not enough memory: this run needs " + human_bytes(e.total) + " at its peak (" +
                     krea2::wtype_name(at.spec.type) + " weights " + human_bytes(e.weights) + ", compute buffer " +
                     human_bytes(e.compute) + ", CPU work buffer " + human_bytes(e.cpu_work) + ", host copies " +
-                    human_bytes(e.host) + (e.peak_while_loading ? ", while loading " : ", while running ") + at.label +
+                    human_bytes(e.host) + ", process " + human_bytes(e.process) + (e.peak_while_loading ? ", while loading " : ", while running ") + at.label +
                     "), " + human_bytes(avail.bytes) + " available (" + avail.source + ")";
     const std::string fit = krea2::suggest_fit(r, o.cfg, specs, avail.bytes, check_phase, o.text_set);
     m += fit.empty() ? "; nothing smaller of this width fits: use a smaller --dtype or width" : "; " + fit;
