@@ -14,6 +14,25 @@
 
 namespace bops {
 
+// The whole table, in this order (declared in backend-ops-harness.h); shared by test-backend-ops
+// and test-vulkan, which both link every backend-ops-cases-*.cpp.
+const std::vector<op_case> & all_cases() {
+    static const std::vector<op_case> cases = [] {
+        case_list cl;
+        add_elementwise_cases(cl);
+        add_norm_cases(cl);
+        add_matmul_cases(cl);
+        add_copy_cases(cl);
+        add_rope_cases(cl);
+        add_attention_cases(cl);
+        add_layout_cases(cl);
+        add_conv_cases(cl);
+        add_client_cases(cl);
+        return std::move(cl.v);
+    }();
+    return cases;
+}
+
 void case_list::add(const std::string & desc, std::function<void(builder &)> build, refs_fn ref, tolerance tol) {
     op_case c;
     c.desc = desc;

@@ -10,6 +10,8 @@
 #include "model/krea2.h"
 #include "model/runner.h"
 #include "model/weights.h"
+#include "support/io-test-files.h"
+#include "support/run-tool.h"
 
 #include <gtest/gtest.h>
 
@@ -45,30 +47,12 @@ krea2::config small_config() {
     return c;
 }
 
-class tmp_dir {
-  public:
-    tmp_dir() {
-        std::string       tmpl = ::testing::TempDir() + "sd-test-comfy.XXXXXX";
-        std::vector<char> buf(tmpl.begin(), tmpl.end());
-        buf.push_back('\0');
-        if (!mkdtemp(buf.data())) std::abort();
-        path_ = buf.data();
-    }
-    ~tmp_dir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    std::string file(const std::string & n) const { return path_ + "/" + n; }
-
-  private:
-    std::string path_;
+// A fresh directory under the test's temporary directory, removed at the end of the test.
+struct tmp_dir : sd_test::tmp_dir {
+    tmp_dir() : sd_test::tmp_dir(::testing::TempDir() + "sd-test-comfy.XXXXXX") {}
 };
 
-template <typename T> std::vector<uint8_t> bytes_of(const std::vector<T> & v) {
-    std::vector<uint8_t> b(v.size() * sizeof(T));
-    if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
-    return b;
-}
+using sd_test::bytes_of;
 
 // The synthetic Krea2 blocks as a float checkpoint (the names open_checkpoint reads).
 void write_float_checkpoint(const std::string & path, const krea2::config & c,
@@ -352,27 +336,9 @@ TEST(ComfyModel, NonFiniteWeightsRefused) {
 // ---------------------------------------------------------------------------------------------
 // Item 5: sdx verify against the float original.
 
-struct tool_result {
-    int         rc;
-    std::string out, err;
-};
+using sd_test::tool_result;
 
-std::string slurp(const std::string & p) {
-    std::ifstream     f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-tool_result sdx(const std::string & args) {
-    const std::string base = ::testing::TempDir() + "sdx-comfy-test-" + std::to_string((long) getpid());
-    const std::string cmd  = std::string("'") + SDX_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
-    const int         st   = std::system(cmd.c_str());
-    tool_result       r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(base + ".out"), slurp(base + ".err")};
-    std::remove((base + ".out").c_str());
-    std::remove((base + ".err").c_str());
-    return r;
-}
+tool_result sdx(const std::string & args) { return sd_test::run_tool(SDX_BIN, args, "sdx-comfy-test-"); }
 
 size_t count(const std::string & s, const std::string & w) {
     size_t n = 0;

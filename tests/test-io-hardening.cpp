@@ -9,6 +9,7 @@
 #include "io/comfy_int8.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "support/io-test-files.h"
 
 #include <gtest/gtest.h>
 
@@ -85,56 +86,16 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-class tmp_dir {
-  public:
-    tmp_dir() {
-        const char * base = std::getenv("TMPDIR");
-        std::string  tmpl = std::string(base && *base ? base : "/tmp") + "/sd-test-io-hard.XXXXXX";
-        std::vector<char> buf(tmpl.begin(), tmpl.end());
-        buf.push_back('\0');
-        if (!mkdtemp(buf.data())) std::abort();
-        path_ = buf.data();
-    }
-    ~tmp_dir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    std::string file(const std::string & name) const { return path_ + "/" + name; }
-    const std::string & path() const { return path_; }
-    std::vector<std::string> entries() const {
-        std::vector<std::string> v;
-        for (const auto & e : fs::directory_iterator(path_)) v.push_back(e.path().filename().string());
-        std::sort(v.begin(), v.end());
-        return v;
-    }
-
-  private:
-    std::string path_;
+// A fresh directory under $TMPDIR (or /tmp), removed at the end of the test.
+struct tmp_dir : sd_test::tmp_dir {
+    tmp_dir() : sd_test::tmp_dir(sd_test::env_tmpdir() + "/sd-test-io-hard.XXXXXX") {}
 };
 
-std::string slurp(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-void spit(const std::string & path, const std::string & bytes) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), (std::streamsize) bytes.size());
-}
-
-std::string raw_file(const std::string & header, const std::string & data = "") {
-    std::string s(8, '\0');
-    for (int k = 0; k < 8; ++k) s[k] = (char) (uint8_t) ((uint64_t) header.size() >> (8 * k));
-    return s + header + data;
-}
-
-template <typename T> std::vector<uint8_t> bytes_of(const std::vector<T> & v) {
-    std::vector<uint8_t> b(v.size() * sizeof(T));
-    if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
-    return b;
-}
-
-std::vector<uint8_t> bytes_of_string(const std::string & s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+using sd_test::bytes_of;
+using sd_test::bytes_of_string;
+using sd_test::raw_file;
+using sd_test::slurp;
+using sd_test::spit;
 
 // ---------------------------------------------------------------------------------------------
 // 12: cost of hostile headers

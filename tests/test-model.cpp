@@ -6,6 +6,7 @@
 #include "model/krea2.h"
 #include "model/runner.h"
 #include "core/cpu/cpu_kernels.h"
+#include "support/run-tool.h"
 
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -350,27 +351,9 @@ TEST(Krea2Model, BadConfigRejected) {
 // ---------------------------------------------------------------------------------------------
 // sdx: errors are one line "sdx: error: ..." with exit 2 (usage) or 1 (other)
 
-struct tool_result {
-    int         rc;
-    std::string out, err;
-};
+using sd_test::tool_result;
 
-std::string slurp(const std::string & p) {
-    std::ifstream     f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-tool_result sdx(const std::string & args) {
-    const std::string base = ::testing::TempDir() + "sdx-test-" + std::to_string((long) getpid());
-    const std::string cmd  = std::string("'") + SDX_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
-    const int         st   = std::system(cmd.c_str());
-    tool_result       r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(base + ".out"), slurp(base + ".err")};
-    std::remove((base + ".out").c_str());
-    std::remove((base + ".err").c_str());
-    return r;
-}
+tool_result sdx(const std::string & args) { return sd_test::run_tool(SDX_BIN, args, "sdx-test-"); }
 
 void expect_one_line_error(const tool_result & r, int rc, const std::string & what) {
     EXPECT_EQ(r.rc, rc) << what << ": " << r.err;

@@ -2,6 +2,8 @@
 // CI) with the CPU as fallback, its deviation from native F32 on the CPU, and clear errors for
 // devices that do not exist. Runs the sdx binary (SDX_BIN) like a user would.
 
+#include "support/run-tool.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -15,25 +17,10 @@
 
 namespace {
 
-struct tool_result {
-    int         rc;
-    std::string out, err;
-};
-
-std::string slurp(const std::string & p) {
-    std::ifstream     f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
+using sd_test::tool_result;
 
 tool_result sdx(const std::string & args) {
-    const std::string base = ::testing::TempDir() + "sdx-vk-test-" + std::to_string((long) getpid());
-    const std::string cmd  = std::string("'") + SDX_BIN + "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
-    const int         st   = std::system(cmd.c_str());
-    tool_result       r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(base + ".out"), slurp(base + ".err")};
-    std::remove((base + ".out").c_str());
-    std::remove((base + ".err").c_str());
+    const tool_result r = sd_test::run_tool(SDX_BIN, args, "sdx-vk-test-");
     // the ctest entry sets GGML_VK_VALIDATE=1: any validation message is a failure
     EXPECT_EQ(r.err.find("vulkan validation"), std::string::npos) << r.err;
     return r;

@@ -29,27 +29,6 @@
 #include <string>
 #include <vector>
 
-namespace bops {
-
-const std::vector<op_case> & all_cases() {
-    static const std::vector<op_case> cases = [] {
-        case_list cl;
-        add_elementwise_cases(cl);
-        add_norm_cases(cl);
-        add_matmul_cases(cl);
-        add_copy_cases(cl);
-        add_rope_cases(cl);
-        add_attention_cases(cl);
-        add_layout_cases(cl);
-        add_conv_cases(cl);
-        add_client_cases(cl);
-        return std::move(cl.v);
-    }();
-    return cases;
-}
-
-} // namespace bops
-
 namespace {
 
 // Cases the Vulkan device declines on purpose (substring of the case name), with the reason.

@@ -14,13 +14,7 @@
 
 #include <unistd.h>
 
-#define CHECK(c)                                                           \
-    do {                                                                   \
-        if (!(c)) {                                                        \
-            std::fprintf(stderr, "fuzz-comfy: check failed: %s\n", #c);    \
-            std::abort();                                                  \
-        }                                                                  \
-    } while (0)
+#define CHECK(c) FUZZ_CHECK("fuzz-comfy", c, #c)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const std::string path = fuzz::as_file(data, size);

@@ -2,6 +2,7 @@
 // a parsed document written back out parses to the same tree, and any bytes quoted by
 // append_quoted parse back as a string (exactly when they were valid UTF-8).
 
+#include "fuzz-support.h"
 #include "io/json.h"
 
 #include <cstdio>
@@ -11,13 +12,7 @@
 
 namespace {
 
-#define CHECK(c)                                                              \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            std::fprintf(stderr, "fuzz-json: check failed: %s\n", #c);        \
-            std::abort();                                                     \
-        }                                                                     \
-    } while (0)
+#define CHECK(c) FUZZ_CHECK("fuzz-json", c, #c)
 
 using sdio::json::value;
 

@@ -13,13 +13,7 @@
 
 #include <unistd.h>
 
-#define CHECK(c)                                                                 \
-    do {                                                                         \
-        if (!(c)) {                                                              \
-            std::fprintf(stderr, "fuzz-safetensors: check failed: %s\n", #c);    \
-            std::abort();                                                        \
-        }                                                                        \
-    } while (0)
+#define CHECK(c) FUZZ_CHECK("fuzz-safetensors", c, #c)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const std::string path = fuzz::as_file(data, size);

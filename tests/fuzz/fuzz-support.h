@@ -1,10 +1,24 @@
 #pragma once
 
-// Shared by the fuzz targets: fuzzed bytes as a file the readers can open by path.
+// Shared by the fuzz targets: fuzzed bytes as a file the readers can open by path, and the
+// check that fails a run.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+
+// A fuzz target's invariant: when `c` is false, prints "<target>: check failed: <text>" and
+// aborts (libFuzzer then saves the input). Each target defines CHECK(c) as
+// FUZZ_CHECK("<its name>", c, #c), so the text is `c` as written (before macro expansion).
+#define FUZZ_CHECK(target, c, text)                                            \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            std::fprintf(stderr, "%s: check failed: %s\n", target, text);      \
+            std::abort();                                                      \
+        }                                                                      \
+    } while (0)
 
 namespace fuzz {
 
