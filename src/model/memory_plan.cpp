@@ -9,8 +9,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <unistd.h>
-
 namespace krea2 {
 
 namespace {
@@ -29,15 +27,6 @@ size_t host_block_bytes(const config & c) {
     return sat_add(f32_block, largest);
 }
 
-
-// Resident set of this process now (/proc/self/statm; 0 where unreadable).
-size_t resident_bytes() {
-    std::ifstream f("/proc/self/statm");
-    unsigned long long size_pages = 0, resident_pages = 0;
-    if (!(f >> size_pages >> resident_pages)) return 0;
-    const long page = sysconf(_SC_PAGESIZE);
-    return (size_t) resident_pages * (size_t) (page > 0 ? page : 4096);
-}
 } // namespace
 
 bool estimate_memory(runner & r, const config & cfg, const std::vector<phase_spec> & phases, memory_estimate & e,
@@ -82,7 +71,7 @@ bool estimate_memory(runner & r, const config & cfg, const std::vector<phase_spe
     }
     // what the process holds already (with a Vulkan device in the registry the driver and its
     // compiler are resident: ~40 MB on lavapipe) stays through the run
-    e.process = resident_bytes();
+    e.process = r.resident_at_init();
     e.total   = sat_add(sat_add(e.total, e.process), RUNTIME_OVERHEAD_BYTES);
     return true;
 }

@@ -11,6 +11,9 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <fstream>
+
+#include <unistd.h>
 
 namespace krea2 {
 
@@ -21,6 +24,14 @@ runner::~runner() {
 }
 
 namespace {
+// Resident set of this process now (/proc/self/statm; 0 where unreadable).
+size_t resident_bytes() {
+    std::ifstream f("/proc/self/statm");
+    unsigned long long size_pages = 0, resident_pages = 0;
+    if (!(f >> size_pages >> resident_pages)) return 0;
+    const long page = sysconf(_SC_PAGESIZE);
+    return (size_t) resident_pages * (size_t) (page > 0 ? page : 4096);
+}
 
 // "vulkan" / "vulkan:N" -> that device of the Vulkan family; err when absent
 ggml_backend_dev_t find_device(const std::string & spec, std::string & err) {
@@ -81,6 +92,7 @@ bool runner::init(int threads, std::string & err, const std::string & device) {
         sched_ = ggml_backend_sched_new(&backend_, &buft, 1, block_graph_nodes(), false, false);
     }
     if (!sched_) { err = "cannot create the scheduler"; return false; }
+    resident_at_init_ = resident_bytes();
     return true;
 }
 

@@ -88,8 +88,14 @@ class runner {
     void                            set_profile(bool on);
     const std::vector<profile_row> & profile() const { return profile_; }
 
+    // Resident memory of the process right after init() (code, libraries, the backends and the
+    // GPU driver they loaded): the base of every memory estimate, measured once so estimates of
+    // one process do not drift with what it allocates later.
+    size_t resident_at_init() const { return resident_at_init_; }
+
   private:
     static bool eval_cb(ggml_tensor * t, bool ask, void * user);
+    size_t                   resident_at_init_ = 0;
     std::vector<profile_row> profile_;
     double                   node_t0_ = 0;
 
