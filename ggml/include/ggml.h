@@ -119,11 +119,18 @@ GGML_API void        ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int
 enum ggml_type {
     GGML_TYPE_F32   = 0,
     GGML_TYPE_F16   = 1,
-    GGML_TYPE_Q4_0  = 2, // block-quantized types declared with upstream's values; the kernels and
-    GGML_TYPE_Q4_1  = 3, // type traits for Q4_0/Q4_1/Q5_0/Q5_1 come with the GGUF issue (traits
-    GGML_TYPE_Q5_0  = 6, // report type_name NULL until then)
+    GGML_TYPE_Q4_0  = 2, // block-quantized types, upstream's values (block layouts: src/ggml-common.h);
+    GGML_TYPE_Q4_1  = 3, // a type whose traits report type_name NULL is declared but not implemented
+    GGML_TYPE_Q5_0  = 6,
     GGML_TYPE_Q5_1  = 7,
     GGML_TYPE_Q8_0  = 8,
+    GGML_TYPE_Q8_1  = 9,
+    GGML_TYPE_Q2_K  = 10,
+    GGML_TYPE_Q3_K  = 11,
+    GGML_TYPE_Q4_K  = 12,
+    GGML_TYPE_Q5_K  = 13,
+    GGML_TYPE_Q6_K  = 14,
+    GGML_TYPE_Q8_K  = 15,
     GGML_TYPE_I8    = 24,
     GGML_TYPE_I16   = 25,
     GGML_TYPE_I32   = 26,
