@@ -34,12 +34,13 @@ if ((${#need[@]})); then
 fi
 
 # test-io checks our safetensors files against the reference implementation, the `safetensors`
-# Python package (not packaged by Debian 12), with numpy, in whichever python3 is first on PATH
-# (which may not be Debian's). pip runs only when an import is missing.
-if ! python3 -c 'import numpy, safetensors' >/dev/null 2>&1; then
-    echo "install-deps: installing numpy and safetensors for $(command -v python3) with pip"
+# Python package, and the GGUF tests check ours against the `gguf` package (neither packaged by
+# Debian 12), with numpy, in whichever python3 is first on PATH (which may not be Debian's). pip runs
+# only when an import is missing.
+if ! python3 -c 'import numpy, safetensors, gguf' >/dev/null 2>&1; then
+    echo "install-deps: installing numpy, safetensors and gguf for $(command -v python3) with pip"
     export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-    python3 -m pip install --quiet numpy safetensors >/dev/null 2>&1 ||
-        python3 -m pip install --quiet --break-system-packages numpy safetensors ||
-        echo "install-deps: could not install numpy/safetensors; test-io's Python round trip will fail" >&2
+    python3 -m pip install --quiet numpy safetensors gguf >/dev/null 2>&1 ||
+        python3 -m pip install --quiet --break-system-packages numpy safetensors gguf ||
+        echo "install-deps: could not install numpy/safetensors/gguf; the Python cross-checks will fail" >&2
 fi
