@@ -254,6 +254,14 @@ TEST_F(VulkanExt, BufferInfoAndResolve) {
     EXPECT_EQ(r1.storage.offset, r3.storage.offset);
     EXPECT_EQ(r2.storage.offset, r3.storage.offset);
     EXPECT_EQ(r1.storage.size, 12u);
+    EXPECT_TRUE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &r2.storage));
+    ggml_ext_vulkan_binding  next = tensor_binding(a, 20, 4), prev = tensor_binding(a, 4, 4);
+    ggml_ext_vulkan_resolved rn{}, rp{};
+    ASSERT_EQ(api()->resolve(g_vk, &next, &rn), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(api()->resolve(g_vk, &prev, &rp), GGML_STATUS_SUCCESS);
+    EXPECT_FALSE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &rn.storage)) << "[8, 20) and [20, 24) touch only";
+    EXPECT_FALSE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &rp.storage)) << "[4, 8) and [8, 20) touch only";
+    EXPECT_FALSE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &s2)) << "another buffer";
 
     // not Vulkan: false / error
     ggml_backend_buffer_t cpu_buf = ggml_backend_alloc_buffer(g_cpu, 256);
@@ -481,6 +489,37 @@ TEST_F(VulkanExt, RejectionsRecordNothing) {
     EXPECT_EQ(get(b), bv);
 }
 
+// Barriers follow the declared accesses: none between independent dispatches, one before a
+// dispatch that reads what a pending one wrote, one before a write over what a pending one reads.
+TEST_F(VulkanExt, BarriersFollowDataFlow) {
+    vk_tensors t;
+    ggml_tensor * a = t.f32(64);
+    ggml_tensor * b = t.f32(64);
+    ggml_tensor * c = t.f32(64);
+    ggml_tensor * d = t.f32(64);
+    t.alloc(g_vk);
+    const std::vector<float> av = iota(64, 1.0f);
+    ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+    ggml_backend_tensor_set(c, av.data(), 0, ggml_nbytes(c));
+    ggml_backend_synchronize(g_vk);
+    const uint64_t b0 = stats().barriers;
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(a, 0, 0), tensor_binding(b, 0, 0), 64, 2.0f, 0.0f), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(c, 0, 0), tensor_binding(d, 0, 0), 64, 3.0f, 0.0f), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().barriers, b0) << "independent dispatches need no barrier";
+    // reads b (pending write): barrier
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(b, 0, 0), tensor_binding(a, 0, 0), 64, 1.0f, 1.0f), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().barriers, b0 + 1) << "read after write";
+    // writes b, which the pending dispatch just read: barrier (write after read)
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(d, 0, 0), tensor_binding(b, 0, 0), 64, 1.0f, 0.0f), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().barriers, b0 + 2) << "write after read";
+    ggml_backend_synchronize(g_vk);
+    const std::vector<float> av2 = get(a), bv = get(b);
+    for (int i = 0; i < 64; i++) {
+        ASSERT_EQ(av2[i], av[i] * 2.0f + 1.0f) << i;
+        ASSERT_EQ(bv[i], av[i] * 3.0f) << i;
+    }
+}
+
 TEST_F(VulkanExt, PipelineCachedPerConfiguration) {
     vk_tensors t;
     ggml_tensor * x = t.f32(16);
@@ -661,6 +700,8 @@ TEST_F(VulkanExt, NativeExtNativeInOneGraphIsOneSubmission) {
     EXPECT_EQ(s1.ext_dispatches - s0.ext_dispatches, 1u);
     EXPECT_EQ(s1.ext_copies - s0.ext_copies, 1u);
     EXPECT_EQ(s1.dispatches - s0.dispatches, 3u) << "add, the extension dispatch, mul";
+    // every step reads what the previous one wrote: add -> copy -> dispatch -> mul, one barrier each
+    EXPECT_EQ(s1.barriers - s0.barriers, 3u);
     EXPECT_EQ(submissions, 1u) << "a scheduled plan submits its native fragments and extension work together";
 }
 

@@ -136,6 +136,12 @@ struct ggml_ext_vulkan_storage {
     uint64_t size;   // bytes
 };
 
+// Whether two ranges (of the same device) can alias: same storage and overlapping bytes.
+static inline bool ggml_ext_vulkan_storage_overlaps(const struct ggml_ext_vulkan_storage * a,
+                                                    const struct ggml_ext_vulkan_storage * b) {
+    return a->storage_id == b->storage_id && a->offset < b->offset + b->size && b->offset < a->offset + a->size;
+}
+
 enum ggml_ext_vulkan_access {
     GGML_EXT_VULKAN_READ       = 1u << 0,
     GGML_EXT_VULKAN_WRITE      = 1u << 1,
