@@ -728,6 +728,43 @@ TEST_F(VulkanExt, SubmissionThresholdCountsExtensionWork) {
     EXPECT_EQ(run_chain_sched(300, 1.0f, 2.0f, false, &r), 1u);
 }
 
+// A batched plan whose native fragments need more parameter blocks than the stream's arena holds:
+// the pending work is submitted when the next fragment does not fit, and the results stay exact.
+TEST_F(VulkanExt, BatchLargerThanTheArenaStaysExact) {
+    const int64_t n = 37;
+    const int     k = 150; // adds per native fragment: one 512-byte parameter block each
+    vk_tensors    in;
+    ggml_tensor * x = in.f32(n);
+    ggml_tensor * y = in.f32(n);
+    in.alloc(g_vk);
+    const std::vector<float> xv = iota(n, 1.0f), yv = iota(n, -5.0f);
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ggml_backend_tensor_set(y, yv.data(), 0, ggml_nbytes(y));
+
+    ggml_init_params p   = {(2 * k + 16) * ggml_tensor_overhead() + ggml_graph_overhead_custom(1024, false), nullptr, true};
+    ggml_context *   ctx = ggml_init(p);
+    ggml_tensor *    cur = x;
+    for (int i = 0; i < k; i++) cur = ggml_add(ctx, cur, y);
+    vkaxpb_attrs at = {2.0f, 1.0f};
+    cur             = ggml_ext_op_create(ctx, vkaxpb_op(), &cur, 1, &at);
+    for (int i = 0; i < k; i++) cur = ggml_add(ctx, cur, y);
+    ggml_set_output(cur);
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 1024, false);
+    ggml_build_forward_expand(gf, cur);
+
+    sched_run s;
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(s.sched, gf));
+    const uint64_t before = stats().submissions;
+    ASSERT_EQ(ggml_backend_sched_graph_compute(s.sched, gf), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().submissions - before, 2u) << "the second fragment did not fit the arena: one early submission";
+    const std::vector<float> r = get(cur);
+    for (int64_t i = 0; i < n; i++) {
+        const float want = ((xv[i] + k * yv[i]) * 2.0f + 1.0f) + k * yv[i];
+        ASSERT_EQ(r[i], want) << i;
+    }
+    ggml_free(ctx);
+}
+
 TEST_F(VulkanExt, EvalCallbackKeepsFragmentExecution) {
     std::vector<float> r;
     EXPECT_EQ(run_chain_sched(300, 4.0f, 1.0f, true, &r), 3u) << "add, extension step, mul: one submission each";
