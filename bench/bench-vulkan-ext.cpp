@@ -148,7 +148,7 @@ struct chain {
 
 int main(int argc, char ** argv) {
     bool smoke = false, json = false;
-    int  fragments = 64, n_k = 64;
+    int  fragments = 64, n_k = 64, threshold = 0;
     double min_time = 1.0;
     bench::arg_reader r("bench-vulkan-ext", argc, argv);
     while (r.next()) {
@@ -157,9 +157,11 @@ int main(int argc, char ** argv) {
         if (r.int_opt("--fragments", 1, 1000, fragments)) continue;
         if (r.int_opt("--kelems", 1, 1 << 16, n_k)) continue;
         if (r.double_opt("--min-time", 0.0, 600.0, min_time)) continue;
+        if (r.int_opt("--threshold", 0, 1 << 20, threshold)) continue;
         if (r.is("--help")) {
-            printf("usage: bench-vulkan-ext [--smoke] [--json] [--fragments F] [--kelems K] [--min-time S]\n"
-                   "  F fragments (native ADD + y = a x + b) over K*1024 floats; default F=64, K=64\n");
+            printf("usage: bench-vulkan-ext [--smoke] [--json] [--fragments F] [--kelems K] [--min-time S] [--threshold N]\n"
+                   "  F fragments (native ADD + y = a x + b) over K*1024 floats; default F=64, K=64\n"
+                   "  N: submit a batched plan every N commands (ggml_backend_vk_set_submit_threshold; 0: once)\n");
             return 0;
         }
         r.unknown();
@@ -183,6 +185,7 @@ int main(int argc, char ** argv) {
     ggml_backend_t vk  = ggml_backend_vk_init(0);
     ggml_backend_t cpu = ggml_backend_cpu_init();
     const ggml_ext_op_t op = register_axpb(ggml_backend_get_device(vk));
+    if (vk) ggml_backend_vk_set_submit_threshold(vk, (size_t) threshold);
     if (!vk || !cpu || op == 0) {
         fprintf(stderr, "bench-vulkan-ext: setup failed: %s\n", ggml_ext_last_error());
         return 1;
