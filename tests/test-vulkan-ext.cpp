@@ -728,6 +728,63 @@ TEST_F(VulkanExt, SubmissionThresholdCountsExtensionWork) {
     EXPECT_EQ(run_chain_sched(300, 1.0f, 2.0f, false, &r), 1u);
 }
 
+// The FLOP threshold: mul_mat -> extension -> mul_mat with the threshold at one GEMM's FLOPs
+// submits after each GEMM (the extension adds commands, no FLOPs); without it, once.
+TEST_F(VulkanExt, SubmissionFlopThreshold) {
+    const int64_t k = 24, m = 16, n = 5;
+    vk_tensors    in;
+    ggml_tensor * w1 = ggml_new_tensor_2d(in.ctx, GGML_TYPE_F32, k, m);
+    ggml_tensor * w2 = ggml_new_tensor_2d(in.ctx, GGML_TYPE_F32, m, m);
+    ggml_tensor * x  = ggml_new_tensor_2d(in.ctx, GGML_TYPE_F32, k, n);
+    in.alloc(g_vk);
+    std::vector<float> w1v(k * m), w2v(m * m), xv(k * n);
+    for (size_t i = 0; i < w1v.size(); i++) w1v[i] = (float) ((int) (i % 5) - 2);
+    for (size_t i = 0; i < w2v.size(); i++) w2v[i] = (float) ((int) (i % 3) - 1);
+    for (size_t i = 0; i < xv.size(); i++) xv[i] = (float) ((int) (i % 7) - 3);
+    ggml_backend_tensor_set(w1, w1v.data(), 0, ggml_nbytes(w1));
+    ggml_backend_tensor_set(w2, w2v.data(), 0, ggml_nbytes(w2));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+
+    // exact in float: small integers
+    std::vector<float> want(m * n);
+    for (int64_t j = 0; j < n; j++) {
+        std::vector<float> hv(m);
+        for (int64_t i = 0; i < m; i++) {
+            float acc = 0;
+            for (int64_t l = 0; l < k; l++) acc += w1v[i * k + l] * xv[j * k + l];
+            hv[i] = acc * 2.0f + 1.0f;
+        }
+        for (int64_t i = 0; i < m; i++) {
+            float acc = 0;
+            for (int64_t l = 0; l < m; l++) acc += w2v[i * m + l] * hv[l];
+            want[j * m + i] = acc;
+        }
+    }
+    const uint64_t gemm1_flops = 2ull * m * n * k;
+    for (const uint64_t thr : {gemm1_flops, (uint64_t) 0}) {
+        // a fresh graph each time: the previous one's memory went with its scheduler
+        ggml_init_params p   = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+        ggml_context *   ctx = ggml_init(p);
+        ggml_tensor *    h   = ggml_mul_mat(ctx, w1, x); // [m, n]
+        vkaxpb_attrs     at  = {2.0f, 1.0f};
+        ggml_tensor *    e   = ggml_ext_op_create(ctx, vkaxpb_op(), &h, 1, &at);
+        ggml_tensor *    out = ggml_mul_mat(ctx, w2, e); // [m, n]
+        ggml_set_output(out);
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+        sched_run s;
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(s.sched, gf));
+        ggml_backend_vk_set_submit_flops(g_vk, thr);
+        const uint64_t before = stats().submissions;
+        ASSERT_EQ(ggml_backend_sched_graph_compute(s.sched, gf), GGML_STATUS_SUCCESS);
+        const uint64_t submissions = stats().submissions - before;
+        ggml_backend_vk_set_submit_flops(g_vk, 0);
+        EXPECT_EQ(submissions, thr ? 2u : 1u) << "FLOP threshold " << thr;
+        EXPECT_EQ(get(out), want) << "FLOP threshold " << thr;
+        ggml_free(ctx);
+    }
+}
+
 // A batched plan whose native fragments need more parameter blocks than the stream's arena holds:
 // the pending work is submitted when the next fragment does not fit, and the results stay exact.
 TEST_F(VulkanExt, BatchLargerThanTheArenaStaysExact) {
