@@ -122,7 +122,8 @@ struct ggml_ext_vulkan_device_info {
     bool integer_dot_product_4x8_packed_unsigned_accelerated;
     bool integer_dot_product_4x8_packed_mixed_accelerated;
 
-    // cooperative matrices: 0 when the device has none (lavapipe)
+    // cooperative matrices usable on the device (VK_NV_cooperative_matrix, enabled when offered):
+    // 0 when it has none (lavapipe)
     uint32_t                       n_coopmat;
     struct ggml_ext_vulkan_coopmat coopmat[GGML_EXT_VULKAN_MAX_COOPMAT];
 };

@@ -97,9 +97,15 @@ bool device_info(ggml_backend_dev_t gdev, ggml_ext_vulkan_device_info * info) {
         r.integer_dot_product_4x8_packed_unsigned_accelerated = dp.integerDotProduct4x8BitPackedUnsignedAccelerated;
         r.integer_dot_product_4x8_packed_mixed_accelerated    = dp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
     }
-    // Cooperative matrices: the backend enables neither VK_KHR_cooperative_matrix (newer than
-    // Debian 12's Vulkan headers) nor VK_NV_cooperative_matrix, so none can be used: report none.
-    r.n_coopmat = 0;
+    // Cooperative matrices: those of VK_NV_cooperative_matrix when the device offers it (enabled
+    // then); VK_KHR_cooperative_matrix is newer than Debian 12's Vulkan headers and not used.
+    // NV's component-type and scope values equal the KHR ones the header documents.
+    r.n_coopmat = (uint32_t) std::min<size_t>(dev->coopmat_nv.size(), GGML_EXT_VULKAN_MAX_COOPMAT);
+    for (uint32_t i = 0; i < r.n_coopmat; i++) {
+        const VkCooperativeMatrixPropertiesNV & c = dev->coopmat_nv[i];
+        r.coopmat[i] = {c.MSize, c.NSize, c.KSize, (uint32_t) c.AType, (uint32_t) c.BType, (uint32_t) c.CType,
+                        (uint32_t) c.DType, false, (uint32_t) c.scope};
+    }
 
     memcpy(info, &r, std::min<size_t>(info->size, sizeof(r)));
     return true;

@@ -107,6 +107,8 @@ struct vk_device {
     bool feat_storage8 = false, feat_int8 = false, feat_int16 = false, feat_float16 = false;
     bool feat_int_dot  = false; // VK_KHR_shader_integer_dot_product enabled
     bool feat_subgroup_size_control = false;
+    // VK_NV_cooperative_matrix enabled: its configurations (VkCooperativeMatrixPropertiesNV)
+    std::vector<VkCooperativeMatrixPropertiesNV> coopmat_nv;
 
     // live buffers by base pointer (ggml_backend_buffer_get_base), for bindings by pointer
     std::map<uintptr_t, ggml_backend_buffer_t> live_device_buffers; // guarded by mem_mtx
