@@ -811,13 +811,24 @@ TEST_F(VulkanExt, BatchLargerThanTheArenaStaysExact) {
 
     sched_run s;
     ASSERT_TRUE(ggml_backend_sched_alloc_graph(s.sched, gf));
-    const uint64_t before = stats().submissions;
-    ASSERT_EQ(ggml_backend_sched_graph_compute(s.sched, gf), GGML_STATUS_SUCCESS);
-    EXPECT_EQ(stats().submissions - before, 2u) << "the second fragment did not fit the arena: one early submission";
-    const std::vector<float> r = get(cur);
-    for (int64_t i = 0; i < n; i++) {
-        const float want = ((xv[i] + k * yv[i]) * 2.0f + 1.0f) + k * yv[i];
-        ASSERT_EQ(r[i], want) << i;
+    // 0: no threshold; 7: a submission every 7 of the 302 commands, each without a host wait
+    // (recording continues in the spare command buffer while the last one runs)
+    for (const size_t threshold : {(size_t) 0, (size_t) 7}) {
+        ggml_backend_vk_set_submit_threshold(g_vk, threshold);
+        const uint64_t before = stats().submissions;
+        ASSERT_EQ(ggml_backend_sched_graph_compute(s.sched, gf), GGML_STATUS_SUCCESS);
+        const uint64_t submissions = stats().submissions - before;
+        ggml_backend_vk_set_submit_threshold(g_vk, 0);
+        if (threshold == 0) {
+            EXPECT_EQ(submissions, 2u) << "the second fragment did not fit the arena: one early submission";
+        } else {
+            EXPECT_GE(submissions, (uint64_t) ((2 * k + 2) / threshold));
+        }
+        const std::vector<float> r = get(cur);
+        for (int64_t i = 0; i < n; i++) {
+            const float want = ((xv[i] + k * yv[i]) * 2.0f + 1.0f) + k * yv[i];
+            ASSERT_EQ(r[i], want) << i << " (threshold " << threshold << ")";
+        }
     }
     ggml_free(ctx);
 }

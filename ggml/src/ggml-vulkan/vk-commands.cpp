@@ -65,14 +65,15 @@ bool vk_stream_init(vk_stream & s, vk_device * dev) {
 void vk_stream_destroy(vk_stream & s) {
     if (!s.dev || vk_shut_down()) return;
     VkDevice d = s.dev->device;
-    if (s.recording) vk_stream_submit_wait(s); // nothing pending may outlive the stream
+    vk_stream_submit_wait(s); // nothing pending or running may outlive the stream
     if (s.desc_pool) vkDestroyDescriptorPool(d, s.desc_pool, nullptr);
+    if (s.spare_desc_pool) vkDestroyDescriptorPool(d, s.spare_desc_pool, nullptr);
     if (s.fence) vkDestroyFence(d, s.fence, nullptr);
-    if (s.pool) vkDestroyCommandPool(d, s.pool, nullptr); // frees s.cmd
-    if (s.arena.block) {
-        std::lock_guard<std::mutex> lock(s.dev->mem_mtx);
-        vk_pool_free(s.dev->host_pool, s.arena);
-    }
+    if (s.spare_fence) vkDestroyFence(d, s.spare_fence, nullptr);
+    if (s.pool) vkDestroyCommandPool(d, s.pool, nullptr); // frees s.cmd and s.spare_cmd
+    std::lock_guard<std::mutex> lock(s.dev->mem_mtx);
+    if (s.arena.block) vk_pool_free(s.dev->host_pool, s.arena);
+    if (s.spare_arena.block) vk_pool_free(s.dev->host_pool, s.spare_arena);
     s = vk_stream{};
 }
 
@@ -168,19 +169,82 @@ bool vk_stream_dispatch(vk_stream & s, VkPipeline pipe, const vk_params & p, uin
     return vk_stream_count_command(s);
 }
 
+namespace {
+
+VkResult wait_spare(vk_stream & s) {
+    if (!s.spare_in_flight) return VK_SUCCESS;
+    s.spare_in_flight = false;
+    VkResult r = vkWaitForFences(s.dev->device, 1, &s.spare_fence, VK_TRUE, UINT64_MAX);
+    if (r == VK_SUCCESS) r = vkResetFences(s.dev->device, 1, &s.spare_fence);
+    return r;
+}
+
+// Submits the open recording without waiting and continues in the spare command buffer (after
+// the spare's own previous submission, if any, completed). Barrier tracking carries over: a
+// barrier's first scope includes earlier submissions on the queue.
+bool submit_and_continue(vk_stream & s) {
+    VkDevice d = s.dev->device;
+    if (!s.spare_cmd) { // first use: the spare's command buffer and fence
+        VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        cai.commandPool        = s.pool;
+        cai.level              = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        cai.commandBufferCount = 1;
+        VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        if (vkAllocateCommandBuffers(d, &cai, &s.spare_cmd) != VK_SUCCESS) {
+            s.spare_cmd = VK_NULL_HANDLE;
+            return vk_stream_submit_wait(s) == VK_SUCCESS && begin_recording(s); // fall back to waiting
+        }
+        if (vkCreateFence(d, &fci, nullptr, &s.spare_fence) != VK_SUCCESS) {
+            s.spare_fence = VK_NULL_HANDLE;
+            return vk_stream_submit_wait(s) == VK_SUCCESS && begin_recording(s);
+        }
+    }
+    // the spare becomes current: its previous submission must be done before it is reused
+    if (wait_spare(s) != VK_SUCCESS) return false;
+    if (s.spare_arena.size < s.arena.size) {
+        std::lock_guard<std::mutex> lock(s.dev->mem_mtx);
+        if (s.spare_arena.block) vk_pool_free(s.dev->host_pool, s.spare_arena);
+        s.spare_arena = vk_allocation{};
+        if (!vk_pool_alloc(s.dev->host_pool, s.arena.size, s.spare_arena)) return false;
+    }
+    VkResult r = vkEndCommandBuffer(s.cmd);
+    if (r == VK_SUCCESS) r = vk_submit(s.dev, s.cmd, s.fence);
+    if (r != VK_SUCCESS) {
+        vk_check_failed(r, "threshold submit");
+        s.recording = false;
+        return false;
+    }
+    s.total_submits++;
+    std::swap(s.cmd, s.spare_cmd);
+    std::swap(s.fence, s.spare_fence);
+    std::swap(s.arena, s.spare_arena);
+    std::swap(s.desc_pool, s.spare_desc_pool);
+    s.spare_in_flight = true;
+    if (s.desc_pool) vkResetDescriptorPool(d, s.desc_pool, 0); // its sets' submission completed
+    // begin_recording forgets the hazards; keep them (earlier submissions may still run)
+    std::vector<vk_stream::range> reads = std::move(s.pending_reads), writes = std::move(s.pending_writes);
+    if (!begin_recording(s)) return false;
+    s.pending_reads  = std::move(reads);
+    s.pending_writes = std::move(writes);
+    return true;
+}
+
+} // namespace
+
 bool vk_stream_count_command(vk_stream & s) {
     s.n_recorded++;
     const bool by_count = s.submit_threshold > 0 && s.n_recorded >= s.submit_threshold;
     const bool by_flops = s.flop_threshold > 0 && s.n_flops >= s.flop_threshold;
     if (s.batching && (by_count || by_flops)) {
-        // the arena was sized for the whole fragment, so recording continues in it from the start
-        return vk_stream_submit_wait(s) == VK_SUCCESS && begin_recording(s);
+        // the spare arena is as large as this one, which was sized for the whole fragment
+        return submit_and_continue(s);
     }
     return true;
 }
 
 VkResult vk_stream_submit_wait(vk_stream & s) {
-    if (!s.recording) return VK_SUCCESS;
+    const VkResult rs = wait_spare(s); // an earlier threshold submission
+    if (!s.recording) return rs;
     s.recording = false;
     s.pending_reads.clear();
     s.pending_writes.clear();
@@ -194,7 +258,7 @@ VkResult vk_stream_submit_wait(vk_stream & s) {
     s.arena_used = 0;
     // the submission is complete (or failed): its descriptor sets are free again
     if (s.desc_pool) vkResetDescriptorPool(s.dev->device, s.desc_pool, 0);
-    return r;
+    return r != VK_SUCCESS ? r : rs;
 }
 
 VkDescriptorSet vk_stream_descriptor_set(vk_stream & s, VkDescriptorSetLayout layout) {

@@ -506,15 +506,16 @@ bool vk_device_ready(vk_device * dev) {
     return dev->init_ok;
 }
 
-VkResult vk_submit_wait(vk_device * dev, VkCommandBuffer cmd, VkFence fence) {
+VkResult vk_submit(vk_device * dev, VkCommandBuffer cmd, VkFence fence) {
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers    = &cmd;
-    VkResult r;
-    {
-        std::lock_guard<std::mutex> lock(dev->queue_mtx);
-        r = vkQueueSubmit(dev->queue, 1, &si, fence);
-    }
+    std::lock_guard<std::mutex> lock(dev->queue_mtx);
+    return vkQueueSubmit(dev->queue, 1, &si, fence);
+}
+
+VkResult vk_submit_wait(vk_device * dev, VkCommandBuffer cmd, VkFence fence) {
+    VkResult r = vk_submit(dev, cmd, fence);
     if (r != VK_SUCCESS) return r;
     r = vkWaitForFences(dev->device, 1, &fence, VK_TRUE, UINT64_MAX);
     if (r != VK_SUCCESS) return r;

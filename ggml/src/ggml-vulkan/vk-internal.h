@@ -133,6 +133,7 @@ bool        vk_shut_down();
 size_t      vk_device_count();
 bool        vk_device_ready(vk_device * dev);     // creates the logical device once
 VkResult    vk_submit_wait(vk_device * dev, VkCommandBuffer cmd, VkFence fence);
+VkResult    vk_submit(vk_device * dev, VkCommandBuffer cmd, VkFence fence); // no wait
 void        vk_check_failed(VkResult r, const char * what); // logs
 
 // ---------------------------------------------------------------------------------------------
@@ -226,6 +227,15 @@ struct vk_stream {
     size_t   n_recorded       = 0; // dispatches + copies in the open recording
     uint64_t n_flops          = 0; // FLOPs of the native nodes in the open recording (mul_mat, flash attention)
     VkDescriptorPool desc_pool = VK_NULL_HANDLE; // extension descriptor sets, reset per submission
+
+    // A threshold submits without waiting: recording continues in the spare command buffer (with
+    // its own fence, arena and descriptor pool), swapped in; it is waited for only when it is
+    // needed again, or when the plan returns / the backend synchronizes.
+    VkCommandBuffer  spare_cmd       = VK_NULL_HANDLE;
+    VkFence          spare_fence     = VK_NULL_HANDLE;
+    vk_allocation    spare_arena;
+    VkDescriptorPool spare_desc_pool = VK_NULL_HANDLE;
+    bool             spare_in_flight = false;
 
     // lifetime counters (ggml_ext_vulkan_v1.get_stats)
     uint64_t total_submits = 0, total_dispatches = 0, total_barriers = 0;
