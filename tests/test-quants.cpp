@@ -25,7 +25,25 @@
 namespace {
 
 const ggml_type k_all_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                                 GGML_TYPE_Q8_0, GGML_TYPE_Q8_1};
+                                 GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                 GGML_TYPE_Q6_K, GGML_TYPE_Q8_K};
+
+// Byte offsets of a block's binary16 scale fields (d, then m / dmin / s), from the layouts in
+// ggml-common.h: Q6_K's d follows ql[128] qh[64] scales[16]. Q8_K's d is a binary32 at 0.
+std::vector<size_t> half_field_offsets(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q4_0:
+        case GGML_TYPE_Q5_0:
+        case GGML_TYPE_Q8_0: return {0};
+        case GGML_TYPE_Q4_1:
+        case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_1:
+        case GGML_TYPE_Q4_K:
+        case GGML_TYPE_Q5_K: return {0, 2};
+        case GGML_TYPE_Q6_K: return {208};
+        default: return {};
+    }
+}
 
 std::vector<uint8_t> quantize(ggml_type t, const std::vector<float> & x) {
     const ggml_type_traits * tr = ggml_get_type_traits(t);
@@ -119,6 +137,12 @@ std::vector<float> make_row(row_kind k, int n, uint32_t seed) {
 //   Q8_0, Q8_1: |x - x'| <= amax * (1/254 + 2^-11) * 1.01 + 128 * 2^-25
 // where amax/min/max are the block's and the last term is half the spacing of subnormal halves times
 // the largest quant (the scale is stored in binary16: relative error 2^-11, absolute 2^-25 below 2^-14).
+// K-quants, per 256-element super-block (their scales come from a search and are requantized to
+// 6/8 bits, so no tight bound follows from the format alone; these are the worst errors measured over
+// 1,200 random and structured super-blocks, 0.083 / 0.046 / 0.016 amax, with a margin of 1.5x or more):
+//   Q4_K: amax / 8 + 2 * 63 * 32 * 2^-25;  Q5_K: amax / 16 + 2 * 63 * 32 * 2^-25;  Q6_K: amax / 40 + 128 * 32 * 2^-25
+//   Q8_K (proven: d = max / -127 in binary32, quants rounded to nearest): amax / 254 * (1 + 2^-20),
+//   except below ~3.7e-37 (amax): -127 / max overflows and such rows quantize to zero (error amax).
 double roundtrip_bound(ggml_type t, const float * x, int n) {
     double amax = 0, mn = INFINITY, mx = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -134,6 +158,10 @@ double roundtrip_bound(ggml_type t, const float * x, int n) {
         case GGML_TYPE_Q5_1: return 1.01 * (mx - mn) / 62 + std::fabs(mn) * std::ldexp(1.0, -11) + 32 * h;
         case GGML_TYPE_Q8_0:
         case GGML_TYPE_Q8_1: return amax * (1.0 / 254 + std::ldexp(1.0, -11)) * 1.01 + 128 * h;
+        case GGML_TYPE_Q4_K: return amax / 8 + 2 * 63 * 32 * h;
+        case GGML_TYPE_Q5_K: return amax / 16 + 2 * 63 * 32 * h;
+        case GGML_TYPE_Q6_K: return amax / 40 + 128 * 32 * h;
+        case GGML_TYPE_Q8_K: return amax < 3.7e-37 ? amax : amax / 254 * (1 + std::ldexp(1.0, -20));
         default: return -1;
     }
 }
@@ -151,6 +179,8 @@ TEST(QuantsTraits, NamesSizesAndFunctions) {
     const expect e[] = {
         {GGML_TYPE_Q4_0, "q4_0", 32, 18}, {GGML_TYPE_Q4_1, "q4_1", 32, 20}, {GGML_TYPE_Q5_0, "q5_0", 32, 22},
         {GGML_TYPE_Q5_1, "q5_1", 32, 24}, {GGML_TYPE_Q8_0, "q8_0", 32, 34}, {GGML_TYPE_Q8_1, "q8_1", 32, 36},
+        {GGML_TYPE_Q4_K, "q4_K", 256, 144}, {GGML_TYPE_Q5_K, "q5_K", 256, 176}, {GGML_TYPE_Q6_K, "q6_K", 256, 210},
+        {GGML_TYPE_Q8_K, "q8_K", 256, 292},
     };
     for (const expect & x : e) {
         SCOPED_TRACE(x.name);
@@ -179,6 +209,8 @@ TEST(QuantsTraits, DotTypesAsUpstream) {
         {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, true}, {GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, true},
         {GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, true}, {GGML_TYPE_Q4_1, GGML_TYPE_Q8_1, true},
         {GGML_TYPE_Q5_1, GGML_TYPE_Q8_1, true}, {GGML_TYPE_Q8_1, GGML_TYPE_Q8_1, false},
+        {GGML_TYPE_Q4_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q5_K, GGML_TYPE_Q8_K, true},
+        {GGML_TYPE_Q6_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q8_K, GGML_TYPE_Q8_K, false},
     };
     for (const expect & x : e) {
         SCOPED_TRACE(ggml_type_name(x.w));
@@ -302,6 +334,126 @@ TEST(QuantsLayout, Q8_0AndQ8_1RoundHalfAwayFromZero) {
     EXPECT_EQ((int8_t) qy[2 + 7], -127);
 }
 
+TEST(QuantsLayout, Q8_K) {
+    // x[j] = (37 j mod 255) - 127: every integer in [-127, 127]; the first of largest magnitude is
+    // x[0] = -127, so iscale = -127 / -127 = 1, q = x, d = 1 / 1 = 1 (binary32), bsums = sums of 16.
+    std::vector<float> x(256);
+    for (int j = 0; j < 256; j++) x[j] = (float) ((37 * j) % 255 - 127);
+    const auto   q   = quantize(GGML_TYPE_Q8_K, x);
+    block_q8_K   b;
+    memcpy(&b, q.data(), sizeof(b));
+    EXPECT_EQ(b.d, 1.0f);
+    for (int j = 0; j < 256; j++) ASSERT_EQ(b.qs[j], (int8_t) x[j]) << j;
+    // bsums[0] = sum over j < 16 of (37 j mod 255) - 127: 0 37 74 111 148 185 222 4 41 78 115 152 189
+    // 226 8 45 (sum 1635) - 16 * 127 = -397
+    EXPECT_EQ(b.bsums[0], -397);
+    for (int g = 0; g < 16; g++) {
+        int sum = 0;
+        for (int j = 0; j < 16; j++) sum += b.qs[16 * g + j];
+        EXPECT_EQ(b.bsums[g], sum);
+    }
+    EXPECT_EQ(dequantize(GGML_TYPE_Q8_K, q), x);
+
+    // positive max: x[5] = 254 -> iscale = -127 / 254 = -0.5, d = -2; q = nearest_int(-x / 2) with
+    // ties to even: 3 -> -1.5 -> -2, 1 -> -0.5 -> 0, -5 -> 2.5 -> 2, 254 -> -127
+    std::vector<float> y(256, 0.0f);
+    y[5]          = 254.0f;
+    y[6]          = 3.0f;
+    y[7]          = 1.0f;
+    y[8]          = -5.0f;
+    const auto qy = quantize(GGML_TYPE_Q8_K, y);
+    memcpy(&b, qy.data(), sizeof(b));
+    EXPECT_EQ(b.d, -2.0f);
+    EXPECT_EQ(b.qs[5], -127);
+    EXPECT_EQ(b.qs[6], -2);
+    EXPECT_EQ(b.qs[7], 0);
+    EXPECT_EQ(b.qs[8], 2);
+    EXPECT_EQ(b.bsums[0], -127);
+}
+
+// The pattern p[i] = (7 i mod 64) - 32 = -32 -25 -18 -11 -4 3 10 17 24 31 6 13 20 27 -30 -23 in every
+// 16-element sub-block ib, scaled by s = 1, 0.5, 0.25 for ib % 3 = 0, 1, 2.
+TEST(QuantsLayout, Q6_K) {
+    const int p[16] = {-32, -25, -18, -11, -4, 3, 10, 17, 24, 31, 6, 13, 20, 27, -30, -23};
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) x[e] = (float) p[e % 16] * std::ldexp(1.0f, -((e / 16) % 3));
+    // Per sub-block the search starts at iscale = -32 / (-32 s) = 1 / s, which gives l = p exactly
+    // and the weighted least-squares scale sumlx / suml2 = s exactly (both sums are the same sum of
+    // p^4 scaled by powers of two); no other candidate beats zero error. max_scale = 1 (sub-block 0):
+    // iscale = -128, d = half(-1/128) = 0xA000, scales = nearest(-128 s) = -128, -64, -32, ...
+    // Requantized with d * sc = s: L = p + 32 =
+    //   0 7 14 21 28 35 42 49 56 63 38 45 52 59 2 9,
+    // low nibbles 0 7 14 5 12 3 10 1 8 15 6 13 4 11 2 9 and top two bits 0 0 0 1 1 2 2 3 3 3 2 2 3 3 0 0.
+    // Every sub-block holds the same L, so ql[i] = low[i % 16] * 0x11 (both nibbles are elements 64
+    // apart) and qh[i] = top[i % 16] * 0x55 (four elements 32 apart).
+    const int lo[16]  = {0, 7, 14, 5, 12, 3, 10, 1, 8, 15, 6, 13, 4, 11, 2, 9};
+    const int top[16] = {0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 2, 2, 3, 3, 0, 0};
+    const auto q      = quantize(GGML_TYPE_Q6_K, x);
+    const auto e      = block_bytes()
+                       .byte_fn(128, [&](int i) { return lo[i % 16] * 0x11; })
+                       .byte_fn(64, [&](int i) { return top[i % 16] * 0x55; })
+                       .byte_fn(16, [](int ib) { return (uint8_t) (int8_t) (ib % 3 == 0 ? -128 : ib % 3 == 1 ? -64 : -32); })
+                       .half(0xA000)
+                       .v;
+    EXPECT_EQ(q, e);
+    EXPECT_EQ(dequantize(GGML_TYPE_Q6_K, q), x); // (d * sc) * (L - 32) = s * p exactly
+}
+
+// Sub-block j of 32 elements: x = s l - m with s = 1, m = 2 (even j) or s = 0.5, m = 1 (odd j) and
+// l[i] = 7 i mod (nmax + 1), which covers 0 and nmax.
+std::vector<float> k_affine_input(int nmax) {
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) {
+        const int   j = e / 32, i = e % 32;
+        const float s = j % 2 ? 0.5f : 1.0f, m = j % 2 ? 1.0f : 2.0f;
+        x[e]          = s * (float) ((7 * i) % (nmax + 1)) - m;
+    }
+    return x;
+}
+
+// The Q4_K/Q5_K scales of k_affine_input: the first search candidate iscale = nmax / (max - min) =
+// 1 / s fits every sub-block with zero error (x = s l - m exactly), so scales = s and mins = m.
+// max_scale = 1, max_min = 2: ls = nearest(63 s) = 63 or nearest(31.5) = 32 (ties to even), lm = 63
+// or nearest(31.5 * 1) = 32. Packed: bytes 0..3 = ls[0..3] | top2(ls[4..7]) << 6 = 63|0xC0, 32|0x80
+// -> FF A0 FF A0; bytes 4..7 the same from lm; bytes 8..11 = low4(ls[4..7]) | low4(lm[4..7]) << 4 =
+// FF 00 FF 00. d = half(1/63) = 2^-6 (1 + 16/1024) = 0x2410 (1/63 = 2^-6 * 1.0159: mantissa 16.25 -> 16),
+// dmin = half(2/63) = 0x2810. Requantized with the stored scales (d * 63 = 0.99976, dmin * 63 = 1.99951
+// for even j; d * 32 = 0.50781, dmin * 32 = 1.01563 for odd j) every element gets its l back.
+const std::vector<int> k_affine_scales = {0xFF, 0xA0, 0xFF, 0xA0, 0xFF, 0xA0, 0xFF, 0xA0, 0xFF, 0x00, 0xFF, 0x00};
+
+TEST(QuantsLayout, Q4_K) {
+    // L of element e = 7 (e % 32) mod 16 = 7 e mod 16; qs[32c + l] = L[64c + l] | L[64c + l + 32] << 4,
+    // two equal nibbles: qs[i] = (7 i mod 16) * 0x11.
+    const auto x = k_affine_input(15);
+    const auto q = quantize(GGML_TYPE_Q4_K, x);
+    block_bytes e;
+    e.half(0x2410).half(0x2810);
+    for (int v : k_affine_scales) e.bytes({v});
+    e.byte_fn(128, [](int i) { return ((7 * i) % 16) * 0x11; });
+    EXPECT_EQ(q, e.v);
+    const auto y = dequantize(GGML_TYPE_Q4_K, q);
+    // even j: 0.999755859375 l - 1.99951171875, odd j: 0.5078125 l - 1.015625 (both exact in binary32)
+    EXPECT_EQ(y[1], 0.999755859375f * 7 - 1.99951171875f);
+    EXPECT_EQ(y[32 + 9], 0.5078125f * 15 - 1.015625f);
+}
+
+TEST(QuantsLayout, Q5_K) {
+    // L of element e = 7 (e % 32) mod 32 (a permutation of 0..31 in every sub-block): qs[i] =
+    // low4(L) * 0x11, and qh[l] has bit e / 32 set for every element e = l (mod 32) whose L >= 16:
+    // all eight or none, so qh[l] = 0xFF when 7 l mod 32 >= 16, else 0.
+    const auto x = k_affine_input(31);
+    const auto q = quantize(GGML_TYPE_Q5_K, x);
+    block_bytes e;
+    e.half(0x2410).half(0x2810);
+    for (int v : k_affine_scales) e.bytes({v});
+    e.byte_fn(32, [](int l) { return (7 * l) % 32 >= 16 ? 0xFF : 0x00; });
+    e.byte_fn(128, [](int i) { return (((7 * i) % 32) & 15) * 0x11; });
+    EXPECT_EQ(q, e.v);
+    const auto y = dequantize(GGML_TYPE_Q5_K, q);
+    EXPECT_EQ(y[3], 0.999755859375f * 21 - 1.99951171875f);
+    EXPECT_EQ(y[32 + 9], 0.5078125f * 31 - 1.015625f);
+}
+
 TEST(QuantsLayout, AllZeroBlocksAreZero) {
     for (ggml_type t : k_all_types) {
         SCOPED_TRACE(ggml_type_name(t));
@@ -362,7 +514,16 @@ TEST(QuantsRoundTrip, IdempotentWhereTheFormatGuaranteesIt) {
 // ---------------------------------------------------------------------------------------------
 // Dot products
 
-// The dot of the dequantized rows in double, and sum |w_i a_i| (the scale of the rounding error).
+// The largest min term dmin * mn of element i's super-block (types with mins; 6-bit mins).
+double k_min_term(ggml_type wt, const std::vector<uint8_t> & w, size_t i) {
+    if (wt != GGML_TYPE_Q4_K && wt != GGML_TYPE_Q5_K) return 0;
+    ggml_fp16_t dmin;
+    memcpy(&dmin, w.data() + (i / 256) * ggml_type_size(wt) + 2, 2);
+    return std::fabs(ggml_fp16_to_fp32(dmin)) * 63;
+}
+
+// The dot of the dequantized rows in double, and sum (|w_i| + 2 |min term_i|) |a_i|: the scale of
+// the rounding error (a weight's two terms d sc q and dmin mn are rounded separately).
 void dequantized_dot(ggml_type wt, const std::vector<uint8_t> & w, ggml_type at, const std::vector<uint8_t> & a,
                      double & dot, double & mag) {
     const auto wf = dequantize(wt, w);
@@ -370,7 +531,7 @@ void dequantized_dot(ggml_type wt, const std::vector<uint8_t> & w, ggml_type at,
     dot = mag = 0;
     for (size_t i = 0; i < wf.size(); i++) {
         dot += (double) wf[i] * af[i];
-        mag += std::fabs((double) wf[i] * af[i]);
+        mag += (std::fabs((double) wf[i]) + 2 * k_min_term(wt, w, i)) * std::fabs((double) af[i]);
     }
 }
 
@@ -408,12 +569,23 @@ TEST(QuantsDot, ReferenceEqualsDotOfDequantizedRows) {
                 std::vector<uint8_t>       a(n / at->blck_size * at->type_size);
                 dt->quantize_act(ax.data(), a.data(), n);
                 EXPECT_EQ(a, quantize(dt->vec_dot_type, ax)) << "quantize_act is the dot type's reference";
+                if (dt->vec_dot_type == GGML_TYPE_Q8_K) {
+                    const block_q8_K * ab = (const block_q8_K *) a.data();
+                    for (int b = 0; b < n / 256; b++) {
+                        for (int g = 0; g < 16; g++) {
+                            int sum = 0;
+                            for (int j = 0; j < 16; j++) sum += ab[b].qs[16 * g + j];
+                            ASSERT_EQ(ab[b].bsums[g], sum);
+                        }
+                    }
+                }
                 float s = NAN;
                 dt->vec_dot_ref(n, &s, w.data(), a.data());
                 double dot, mag;
                 dequantized_dot(t, w, dt->vec_dot_type, a, dot, mag);
-                // per block: sumi exact, two rounded products; then n/32 float additions
-                const double tol = (n / 32.0 + 4) * std::ldexp(1.0, -24) * mag + q8_1_sum_error(t, w, a);
+                // per block: integer sums exact, a few rounded products; then one float addition per
+                // block; the dequantized values themselves are rounded once or twice
+                const double tol = (n / 32.0 + 6) * std::ldexp(1.0, -24) * mag + q8_1_sum_error(t, w, a);
                 EXPECT_NEAR(s, dot, tol);
             }
         }
@@ -450,14 +622,22 @@ TEST(QuantsValidate, RejectsNonFiniteScalesAndWrongSizes) {
         EXPECT_FALSE(ggml_validate_row_data(t, q.data(), q.size() - 1));
         EXPECT_FALSE(ggml_validate_row_data(t, q.data(), ts + 1));
         EXPECT_TRUE(ggml_validate_row_data(t, q.data(), 0));
-        // every half field of the first 2 or 4 bytes (d; m or s for the _1 types) of the last block
-        const size_t nfields = (t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1 || t == GGML_TYPE_Q8_1) ? 2 : 1;
-        for (size_t f = 0; f < nfields; f++) {
+        // every scale field of the last block: +inf, -inf, NaN, signalling NaN
+        for (size_t off : half_field_offsets(t)) {
             for (uint16_t bad : {(uint16_t) 0x7C00, (uint16_t) 0xFC00, (uint16_t) 0x7E00, (uint16_t) 0x7C01}) {
                 auto c = q;
-                memcpy(c.data() + c.size() - ts + 2 * f, &bad, 2);
-                EXPECT_FALSE(ggml_validate_row_data(t, c.data(), c.size())) << "field " << f << " bits " << bad;
+                memcpy(c.data() + c.size() - ts + off, &bad, 2);
+                EXPECT_FALSE(ggml_validate_row_data(t, c.data(), c.size())) << "offset " << off << " bits " << bad;
             }
+        }
+        if (t == GGML_TYPE_Q8_K) {
+            for (float bad : {INFINITY, -INFINITY, NAN}) {
+                auto c = q;
+                memcpy(c.data() + c.size() - ts, &bad, 4);
+                EXPECT_FALSE(ggml_validate_row_data(t, c.data(), c.size()));
+            }
+        } else {
+            ASSERT_FALSE(half_field_offsets(t).empty());
         }
     }
 }
