@@ -25,11 +25,12 @@
 namespace {
 
 const ggml_type k_all_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                                 GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                                 GGML_TYPE_Q6_K, GGML_TYPE_Q8_K};
+                                 GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                                 GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_K};
 
 // Byte offsets of a block's binary16 scale fields (d, then m / dmin / s), from the layouts in
-// ggml-common.h: Q6_K's d follows ql[128] qh[64] scales[16]. Q8_K's d is a binary32 at 0.
+// ggml-common.h: Q2_K's d and dmin follow scales[16] qs[64]; Q3_K's d follows hmask[32] qs[64]
+// scales[12]; Q6_K's d follows ql[128] qh[64] scales[16]. Q8_K's d is a binary32 at 0.
 std::vector<size_t> half_field_offsets(ggml_type t) {
     switch (t) {
         case GGML_TYPE_Q4_0:
@@ -40,6 +41,8 @@ std::vector<size_t> half_field_offsets(ggml_type t) {
         case GGML_TYPE_Q8_1:
         case GGML_TYPE_Q4_K:
         case GGML_TYPE_Q5_K: return {0, 2};
+        case GGML_TYPE_Q2_K: return {80, 82};
+        case GGML_TYPE_Q3_K: return {108};
         case GGML_TYPE_Q6_K: return {208};
         default: return {};
     }
@@ -139,7 +142,9 @@ std::vector<float> make_row(row_kind k, int n, uint32_t seed) {
 // the largest quant (the scale is stored in binary16: relative error 2^-11, absolute 2^-25 below 2^-14).
 // K-quants, per 256-element super-block (their scales come from a search and are requantized to
 // 6/8 bits, so no tight bound follows from the format alone; these are the worst errors measured over
-// 1,200 random and structured super-blocks, 0.083 / 0.046 / 0.016 amax, with a margin of 1.5x or more):
+// 1,200 random and structured super-blocks, 0.368 / 0.228 / 0.083 / 0.046 / 0.016 amax for Q2_K /
+// Q3_K / Q4_K / Q5_K / Q6_K, with a margin of 1.5x or more):
+//   Q2_K: 0.55 amax + 2 * 15 * 3 * 2^-25;  Q3_K: 0.34 amax + 32 * 4 * 2^-25;
 //   Q4_K: amax / 8 + 2 * 63 * 32 * 2^-25;  Q5_K: amax / 16 + 2 * 63 * 32 * 2^-25;  Q6_K: amax / 40 + 128 * 32 * 2^-25
 //   Q8_K (proven: d = max / -127 in binary32, quants rounded to nearest): amax / 254 * (1 + 2^-20),
 //   except below ~3.7e-37 (amax): -127 / max overflows and such rows quantize to zero (error amax).
@@ -158,6 +163,8 @@ double roundtrip_bound(ggml_type t, const float * x, int n) {
         case GGML_TYPE_Q5_1: return 1.01 * (mx - mn) / 62 + std::fabs(mn) * std::ldexp(1.0, -11) + 32 * h;
         case GGML_TYPE_Q8_0:
         case GGML_TYPE_Q8_1: return amax * (1.0 / 254 + std::ldexp(1.0, -11)) * 1.01 + 128 * h;
+        case GGML_TYPE_Q2_K: return 0.55 * amax + 2 * 15 * 3 * h;
+        case GGML_TYPE_Q3_K: return 0.34 * amax + 32 * 4 * h;
         case GGML_TYPE_Q4_K: return amax / 8 + 2 * 63 * 32 * h;
         case GGML_TYPE_Q5_K: return amax / 16 + 2 * 63 * 32 * h;
         case GGML_TYPE_Q6_K: return amax / 40 + 128 * 32 * h;
@@ -179,6 +186,7 @@ TEST(QuantsTraits, NamesSizesAndFunctions) {
     const expect e[] = {
         {GGML_TYPE_Q4_0, "q4_0", 32, 18}, {GGML_TYPE_Q4_1, "q4_1", 32, 20}, {GGML_TYPE_Q5_0, "q5_0", 32, 22},
         {GGML_TYPE_Q5_1, "q5_1", 32, 24}, {GGML_TYPE_Q8_0, "q8_0", 32, 34}, {GGML_TYPE_Q8_1, "q8_1", 32, 36},
+        {GGML_TYPE_Q2_K, "q2_K", 256, 84},  {GGML_TYPE_Q3_K, "q3_K", 256, 110},
         {GGML_TYPE_Q4_K, "q4_K", 256, 144}, {GGML_TYPE_Q5_K, "q5_K", 256, 176}, {GGML_TYPE_Q6_K, "q6_K", 256, 210},
         {GGML_TYPE_Q8_K, "q8_K", 256, 292},
     };
@@ -209,6 +217,7 @@ TEST(QuantsTraits, DotTypesAsUpstream) {
         {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, true}, {GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, true},
         {GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, true}, {GGML_TYPE_Q4_1, GGML_TYPE_Q8_1, true},
         {GGML_TYPE_Q5_1, GGML_TYPE_Q8_1, true}, {GGML_TYPE_Q8_1, GGML_TYPE_Q8_1, false},
+        {GGML_TYPE_Q2_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q3_K, GGML_TYPE_Q8_K, true},
         {GGML_TYPE_Q4_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q5_K, GGML_TYPE_Q8_K, true},
         {GGML_TYPE_Q6_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q8_K, GGML_TYPE_Q8_K, false},
     };
@@ -454,6 +463,56 @@ TEST(QuantsLayout, Q5_K) {
     EXPECT_EQ(y[32 + 9], 0.5078125f * 31 - 1.015625f);
 }
 
+TEST(QuantsLayout, Q2_K) {
+    // Sub-block j (16 elements): x = s l - m with l = i mod 4, s = m = 1 (even j) or 0.5 (odd j). The
+    // search's first candidate iscale = 3 / (3 s) fits exactly (error 0, so it is kept): scale s,
+    // min m. max_scale = max_min = 1, so the 4-bit scale and min are nearest(15 s) = 15 (even) or
+    // nearest(7.5) = 8 (ties to even): bytes 0xFF / 0x88. d = dmin = half(1/15) = 2^-4 (1 + 68/1024)
+    // = 0x2C44 (1/15 = 2^-4 * 1.0667: mantissa 68.27 -> 68). Requantized with d * 15 = dmin * 15 =
+    // 0.99976 (even) and d * 8 = dmin * 8 = 0.53320 (odd), every element gets l back; byte l of each
+    // 128-element half holds elements l, l + 32, l + 64, l + 96 -> qs[i] = (i mod 4) * 0x55.
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) {
+        const float s = (e / 16) % 2 ? 0.5f : 1.0f;
+        x[e]          = s * (float) (e % 4) - s;
+    }
+    const auto q = quantize(GGML_TYPE_Q2_K, x);
+    const auto e = block_bytes()
+                       .byte_fn(16, [](int j) { return j % 2 ? 0x88 : 0xFF; })
+                       .byte_fn(64, [](int i) { return (i % 4) * 0x55; })
+                       .half(0x2C44)
+                       .half(0x2C44)
+                       .v;
+    EXPECT_EQ(q, e);
+    const auto y = dequantize(GGML_TYPE_Q2_K, q);
+    // (d sc) q - dmin mn: 0.999755859375 * 3 - 0.999755859375 and 0.533203125 * 3 - 0.533203125
+    EXPECT_EQ(y[3], 0.999755859375f * 3 - 0.999755859375f);
+    EXPECT_EQ(y[16 + 3], 0.533203125f * 3 - 0.533203125f);
+}
+
+TEST(QuantsLayout, Q3_K) {
+    // Sub-block j: x = s p[i] with p[i] = (3 i mod 8) - 4 = -4 -1 2 -3 0 3 -2 1 (twice) and s = 1 (even
+    // j) or 0.5 (odd j). make_q3_quants starts at iscale = -4 / (-4 s) = 1 / s, which gives l = p and the
+    // exact fit s; no single-element move improves an exact fit. max_scale = 1 (sub-block 0):
+    // iscale = -32, stored scale nearest(-32 s) + 32 = 0 or 16: low nibbles all 0, top bits 1 for the
+    // odd j at bits 2 (j / 4) of byte 8 + j % 4 -> bytes 9 and 11 = 0x55. d = half(-1/32) = 0xA800.
+    // Requantized with d * (stored - 32) = s: L = p + 4; the high bit (L > 3, i.e. p >= 0) of element e
+    // goes to bit e / 32 of hmask[e % 32]: all eight bits equal, 0xFF where p[l % 16] >= 0.
+    // Crumbs (L mod 4) = 0 3 2 1 ... -> qs[i] = ((4 - i mod 4) mod 4) * 0x55.
+    const int          p[8] = {-4, -1, 2, -3, 0, 3, -2, 1};
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) x[e] = (float) p[e % 8] * ((e / 16) % 2 ? 0.5f : 1.0f);
+    const auto q = quantize(GGML_TYPE_Q3_K, x);
+    const auto e = block_bytes()
+                       .byte_fn(32, [&](int m) { return p[m % 8] >= 0 ? 0xFF : 0x00; })
+                       .byte_fn(64, [](int i) { return ((4 - i % 4) % 4) * 0x55; })
+                       .bytes({0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x55, 0x00, 0x55})
+                       .half(0xA800)
+                       .v;
+    EXPECT_EQ(q, e);
+    EXPECT_EQ(dequantize(GGML_TYPE_Q3_K, q), x); // (d * sc) * q = s * p exactly
+}
+
 TEST(QuantsLayout, AllZeroBlocksAreZero) {
     for (ggml_type t : k_all_types) {
         SCOPED_TRACE(ggml_type_name(t));
@@ -516,10 +575,10 @@ TEST(QuantsRoundTrip, IdempotentWhereTheFormatGuaranteesIt) {
 
 // The largest min term dmin * mn of element i's super-block (types with mins; 6-bit mins).
 double k_min_term(ggml_type wt, const std::vector<uint8_t> & w, size_t i) {
-    if (wt != GGML_TYPE_Q4_K && wt != GGML_TYPE_Q5_K) return 0;
+    if (wt != GGML_TYPE_Q2_K && wt != GGML_TYPE_Q4_K && wt != GGML_TYPE_Q5_K) return 0;
     ggml_fp16_t dmin;
-    memcpy(&dmin, w.data() + (i / 256) * ggml_type_size(wt) + 2, 2);
-    return std::fabs(ggml_fp16_to_fp32(dmin)) * 63;
+    memcpy(&dmin, w.data() + (i / 256) * ggml_type_size(wt) + (wt == GGML_TYPE_Q2_K ? 82 : 2), 2);
+    return std::fabs(ggml_fp16_to_fp32(dmin)) * (wt == GGML_TYPE_Q2_K ? 15 : 63); // 4- or 6-bit mins
 }
 
 // The dot of the dequantized rows in double, and sum (|w_i| + 2 |min term_i|) |a_i|: the scale of

@@ -385,6 +385,74 @@ float make_qkx2_quants(int n, int nmax, const float * x, const float * weights, 
     return scale;
 }
 
+// upstream's make_q3_quants with do_rmse: symmetric quants L in [0, 2 nmax) (value l - nmax) from
+// iscale = -nmax / max, then up to 5 passes that move single elements to the quant that most
+// improves the x^2-weighted least-squares fit, and the fitted scale.
+float make_q3_quants(int n, int nmax, const float * x, int8_t * L) {
+    float       amax;
+    const float max = signed_absmax(n, x, &amax);
+    if (amax < k_group_max_eps) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.0f;
+    }
+    const float iscale = (float) -nmax / max;
+    float       sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l   = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+        L[i]          = (int8_t) l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float) l;
+        suml2 += w * (float) l * (float) l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w   = x[i] * x[i];
+            float       slx = sumlx - w * x[i] * (float) L[i];
+            if (slx > 0) {
+                float sl2   = suml2 - w * (float) L[i] * (float) L[i];
+                int   new_l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+                if (new_l != L[i]) {
+                    slx += w * x[i] * (float) new_l;
+                    sl2 += w * (float) new_l * (float) new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i]  = (int8_t) new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; ++i) L[i] = (int8_t) (L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Q2_K and Q3_K store 2-bit values in 128-element halves: byte l of half c holds elements
+// 128c + 32k + l at bits 2k..2k+1 (k = 0..3).
+int q2k_crumb(const uint8_t * qs, int e) {
+    const int c = e / 128, k = (e % 128) / 32, l = e % 32;
+    return (qs[32 * c + l] >> (2 * k)) & 3;
+}
+void pack_crumbs(const uint8_t * L, uint8_t * qs) {
+    for (int c = 0; c < 2; ++c) {
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t * Lc = L + 128 * c;
+            qs[32 * c + l]     = (uint8_t) (Lc[l] | (Lc[l + 32] << 2) | (Lc[l + 64] << 4) | (Lc[l + 96] << 6));
+        }
+    }
+}
+
+// Q3_K: 16 six-bit scales (stored + 32) in 12 bytes: the low 4 bits of scale j in the low (j < 8)
+// or high (j >= 8) nibble of byte j % 8, its top 2 bits at bits 2 (j / 4) of byte 8 + j % 4.
+int q3k_scale(const uint8_t * s, int j) {
+    const int low  = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+    const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (low | (high << 4)) - 32;
+}
+
 // Q4_K/Q5_K: 8 six-bit scales and 8 six-bit mins in 12 bytes. Sub-blocks 0..3 use the low 6 bits
 // of bytes 0..3 (scale) and 4..7 (min); sub-blocks 4..7 keep their low 4 bits in bytes 8..11 (scale
 // low nibble, min high nibble) and their top 2 bits in the top 2 bits of bytes 0..3 / 4..7.
@@ -426,6 +494,26 @@ struct k_unpacked {
 int q4k_nibble(const uint8_t * qs, int e) {
     const int c = e / 64, r = e % 64;
     return r < 32 ? qs[32 * c + r] & 0xF : qs[32 * c + r - 32] >> 4;
+}
+
+void unpack(const block_q2_K & b, k_unpacked & u) {
+    u.sub = 16, u.has_min = true, u.d = h2f(b.d), u.dmin = h2f(b.dmin);
+    for (int j = 0; j < 16; ++j) {
+        u.sc[j] = b.scales[j] & 0xF;
+        u.mn[j] = b.scales[j] >> 4;
+    }
+    for (int e = 0; e < QK_K; ++e) u.q[e] = (int8_t) q2k_crumb(b.qs, e);
+}
+
+// the high bit of element e is bit e / 32 of hmask[e % 32]; a set bit means the value is the crumb
+// itself (0..3), a clear one that it is the crumb - 4 (-4..-1)
+void unpack(const block_q3_K & b, k_unpacked & u) {
+    u.sub = 16, u.has_min = false, u.d = h2f(b.d);
+    for (int j = 0; j < 16; ++j) u.sc[j] = q3k_scale(b.scales, j);
+    for (int e = 0; e < QK_K; ++e) {
+        const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
+        u.q[e]         = (int8_t) (q2k_crumb(b.qs, e) - (high ? 0 : 4));
+    }
 }
 
 void unpack(const block_q4_K & b, k_unpacked & u) {
@@ -521,6 +609,104 @@ void quantize_k_affine32(const float * x, Block & y, int nmax, float rmin, float
 
 } // namespace
 
+void quantize_row_q2_K_ref(const float * x, block_q2_K * y, int64_t k) {
+    GGML_ASSERT(k % QK_K == 0);
+    uint8_t     L[QK_K], Laux[16];
+    float       weights[16], mins[QK_K / 16], scales[QK_K / 16];
+    const float q4scale = 15.f;
+    for (int64_t b = 0; b < k / QK_K; ++b, x += QK_K) {
+        float max_scale = 0, max_min = 0; // with the min taken out, scales are positive
+        for (int j = 0; j < QK_K / 16; ++j) {
+            for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        // 4-bit scale (low nibble) and min (high nibble) per sub-block; upstream's int -> uint8_t
+        // conversions are kept (they only matter for a negative fitted scale)
+        if (max_scale > 0) {
+            const float iscale = q4scale / max_scale;
+            for (int j = 0; j < QK_K / 16; ++j) y[b].scales[j] = (uint8_t) nearest_int(iscale * scales[j]);
+            y[b].d = f2h(max_scale / q4scale);
+        } else {
+            for (int j = 0; j < QK_K / 16; ++j) y[b].scales[j] = 0;
+            y[b].d = f2h(0.f);
+        }
+        if (max_min > 0) {
+            const float iscale = q4scale / max_min;
+            for (int j = 0; j < QK_K / 16; ++j) {
+                y[b].scales[j] = (uint8_t) (y[b].scales[j] | (nearest_int(iscale * mins[j]) << 4));
+            }
+            y[b].dmin = f2h(max_min / q4scale);
+        } else {
+            y[b].dmin = f2h(0.f);
+        }
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = h2f(y[b].d) * (float) (y[b].scales[j] & 0xF);
+            if (d == 0.0f) continue; // keep the search's L
+            const float dm = h2f(y[b].dmin) * (float) (y[b].scales[j] >> 4);
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l     = nearest_int((x[16 * j + ii] + dm) / d);
+                L[16 * j + ii] = (uint8_t) std::max(0, std::min(3, l));
+            }
+        }
+        pack_crumbs(L, y[b].qs);
+    }
+}
+
+void quantize_row_q3_K_ref(const float * x, block_q3_K * y, int64_t k) {
+    GGML_ASSERT(k % QK_K == 0);
+    int8_t L[QK_K];
+    float  scales[QK_K / 16];
+    for (int64_t b = 0; b < k / QK_K; ++b, x += QK_K) {
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+            if (std::fabs(scales[j]) > amax) {
+                amax      = std::fabs(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        memset(y[b].scales, 0, sizeof(y[b].scales));
+        if (max_scale != 0.0f) {
+            const float iscale = -32.f / max_scale;
+            for (int j = 0; j < QK_K / 16; ++j) {
+                // upstream stores nearest_int into an int8_t before clamping
+                int l = (int8_t) nearest_int(iscale * scales[j]);
+                l     = std::max(-32, std::min(31, l)) + 32;
+                if (j < 8) {
+                    y[b].scales[j] = (uint8_t) (l & 0xF);
+                } else {
+                    y[b].scales[j - 8] |= (uint8_t) ((l & 0xF) << 4);
+                }
+                y[b].scales[j % 4 + 8] |= (uint8_t) ((l >> 4) << (2 * (j / 4)));
+            }
+            y[b].d = f2h(1 / iscale);
+        } else {
+            y[b].d = f2h(0.f);
+        }
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = h2f(y[b].d) * (float) q3k_scale(y[b].scales, j);
+            if (d == 0.0f) continue; // keep the search's L
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l     = std::max(-4, std::min(3, nearest_int(x[16 * j + ii] / d)));
+                L[16 * j + ii] = (int8_t) (l + 4);
+            }
+        }
+        // high bit of element j -> bit j / 32 of hmask[j % 32]; the crumbs keep the low two bits
+        memset(y[b].hmask, 0, sizeof(y[b].hmask));
+        uint8_t crumbs[QK_K];
+        for (int j = 0; j < QK_K; ++j) {
+            if (L[j] > 3) {
+                y[b].hmask[j % 32] |= (uint8_t) (1u << (j / 32));
+                L[j] = (int8_t) (L[j] - 4);
+            }
+            crumbs[j] = (uint8_t) L[j];
+        }
+        pack_crumbs(crumbs, y[b].qs);
+    }
+}
+
 void quantize_row_q4_K_ref(const float * x, block_q4_K * y, int64_t k) {
     GGML_ASSERT(k % QK_K == 0);
     uint8_t L[QK_K];
@@ -612,6 +798,12 @@ void quantize_row_q8_K_ref(const float * x, block_q8_K * y, int64_t k) {
     }
 }
 
+void dequantize_row_q2_K(const block_q2_K * x, float * y, int64_t k) {
+    dequantize_k(x, y, k);
+}
+void dequantize_row_q3_K(const block_q3_K * x, float * y, int64_t k) {
+    dequantize_k(x, y, k);
+}
 void dequantize_row_q4_K(const block_q4_K * x, float * y, int64_t k) {
     dequantize_k(x, y, k);
 }
@@ -735,11 +927,15 @@ const struct ggml_quant_dot_traits * ggml_get_quant_dot_traits(enum ggml_type ty
                                                vec_dot_affine_q8_1<block_q5_1, unpack_q5<block_q5_1>>};
     // activation-only type (upstream has no dot product with Q8_1 weights): no vec_dot_ref
     static const ggml_quant_dot_traits q8_1 = {GGML_TYPE_Q8_1, quantize_act_q8_1, nullptr};
+    static const ggml_quant_dot_traits q2_K = {GGML_TYPE_Q8_K, quantize_act_q8_K, vec_dot_k_q8_K<block_q2_K>};
+    static const ggml_quant_dot_traits q3_K = {GGML_TYPE_Q8_K, quantize_act_q8_K, vec_dot_k_q8_K<block_q3_K>};
     static const ggml_quant_dot_traits q4_K = {GGML_TYPE_Q8_K, quantize_act_q8_K, vec_dot_k_q8_K<block_q4_K>};
     static const ggml_quant_dot_traits q5_K = {GGML_TYPE_Q8_K, quantize_act_q8_K, vec_dot_k_q8_K<block_q5_K>};
     static const ggml_quant_dot_traits q6_K = {GGML_TYPE_Q8_K, quantize_act_q8_K, vec_dot_k_q8_K<block_q6_K>};
     static const ggml_quant_dot_traits q8_K = {GGML_TYPE_Q8_K, quantize_act_q8_K, nullptr}; // activation-only
     switch (type) {
+        case GGML_TYPE_Q2_K: return &q2_K;
+        case GGML_TYPE_Q3_K: return &q3_K;
         case GGML_TYPE_Q4_K: return &q4_K;
         case GGML_TYPE_Q5_K: return &q5_K;
         case GGML_TYPE_Q6_K: return &q6_K;
