@@ -20,9 +20,14 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <sys/wait.h>
 #include <vector>
 
 namespace {
+
+struct tmp_dir_t : sd_test::tmp_dir {
+    tmp_dir_t() : sd_test::tmp_dir(sd_test::env_tmpdir() + "/sd-test-quants.XXXXXX") {}
+};
 
 const ggml_type k_all_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
                                  GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
@@ -728,6 +733,90 @@ TEST(QuantsValidate, FloatRowsAndOverflowingScales) {
         const auto q = quantize(t, huge);
         EXPECT_FALSE(ggml_validate_row_data(t, q.data(), q.size())) << ggml_type_name(t);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cross-check with the Python `gguf` package
+
+std::string python() {
+    const char * p = std::getenv("SD_PYTHON");
+    return p && *p ? p : "python3";
+}
+
+std::string sh_quote(const std::string & s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+// Runs a shell command; its exit status and everything it printed (stdout and stderr).
+int run_capture(const std::string & cmd, std::string & out) {
+    FILE * f = popen((cmd + " 2>&1").c_str(), "r");
+    if (!f) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    const int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void write_file(const std::string & path, const void * data, size_t n) {
+    FILE * f = fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << path;
+    ASSERT_EQ(fwrite(data, 1, n, f), n);
+    ASSERT_EQ(fclose(f), 0);
+}
+
+TEST(QuantsPython, CrossCheckWithGguf) {
+    // Without the reference implementation nothing is checked: that is a failure, not a skip
+    // (scripts/install-deps.sh installs gguf; SD_PYTHON picks another interpreter).
+    const std::string probe = python() + " -c 'import numpy, gguf.quants' >/dev/null 2>&1";
+    ASSERT_EQ(std::system(probe.c_str()), 0)
+        << python() << " lacks numpy and/or the gguf package: run scripts/install-deps.sh (or set SD_PYTHON)";
+
+    // Every row kind, plus rows with rounding ties (Q8_0 with d = 1 sees x.5) and with values beyond
+    // what a half scale holds (both sides then store infinite scales, bit for bit).
+    const int          ncols = 512;
+    std::vector<float> rows;
+    int                nrows = 0;
+    for (row_kind k : k_row_kinds) {
+        for (uint32_t seed : {1u, 2u}) {
+            const auto r = make_row(k, ncols, 1000u * seed + (uint32_t) k);
+            rows.insert(rows.end(), r.begin(), r.end());
+            nrows++;
+        }
+    }
+    {
+        std::vector<float> ties(ncols);
+        for (int i = 0; i < ncols; i++) ties[i] = i % 32 == 0 ? 127.0f : (float) ((i * 13) % 255 - 127) * 0.5f;
+        rows.insert(rows.end(), ties.begin(), ties.end());
+        std::vector<float> over = make_row(row_kind::normal, ncols, 77u);
+        for (int i = 0; i < ncols; i += 37) over[i] = (i % 2 ? -1e30f : 1e30f);
+        rows.insert(rows.end(), over.begin(), over.end());
+        nrows += 2;
+    }
+
+    tmp_dir_t d;
+    write_file(d.file("rows.f32"), rows.data(), rows.size() * sizeof(float));
+    std::string manifest = std::to_string(nrows) + " " + std::to_string(ncols) + "\n";
+    for (ggml_type t : k_all_types) {
+        const auto q = quantize(t, rows);
+        const auto y = dequantize(t, q);
+        write_file(d.file(std::string(ggml_type_name(t)) + ".bin"), q.data(), q.size());
+        write_file(d.file(std::string(ggml_type_name(t)) + ".deq.f32"), y.data(), y.size() * sizeof(float));
+        manifest += std::string(ggml_type_name(t)) + "\n";
+    }
+    write_file(d.file("manifest.txt"), manifest.data(), manifest.size());
+
+    std::string out;
+    const int   rc = run_capture(python() + " " + sh_quote(SD_QUANTS_CROSSCHECK_PY) + " " + sh_quote(d.path()), out);
+    EXPECT_EQ(rc, 0) << out;
+    // the summary proves the checks ran: 5 types quantized identically, 10 dequantized identically
+    EXPECT_NE(out.find("quantize-identical 5 types (q4_0 q4_1 q5_0 q5_1 q8_0)"), std::string::npos) << out;
+    EXPECT_NE(out.find("dequantize-identical 10 types (q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K)"),
+              std::string::npos)
+        << out;
+    std::printf("%s", out.c_str());
 }
 
 } // namespace
