@@ -307,6 +307,12 @@ inline __m512 p_exp(__m512 x, __m512 sc, __m512 m) {
     return detail::exp_clamped<false>(_mm512_max_ps(_mm512_set1_ps(-105.0f), _mm512_fmsub_ps(x, sc, m)));
 }
 
+// every cache line of n rows of `bytes` bytes, `stride` apart, towards L2
+inline void prefetch_rows(const char * p, size_t stride, int64_t n, int64_t bytes) {
+    for (int64_t j = 0; j < n; ++j, p += stride)
+        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
+}
+
 // r[k][j] -> r[j][k] for a 16 x 16 block: pairs, quads (within 128-bit lanes), then two lane
 // shuffles
 inline void transpose16(__m512 (&r)[16]) {
@@ -442,6 +448,13 @@ void run_chunk(const fa_args & a, const layout & l, float * ws, const tile * t, 
         const int64_t kb  = min_i(KB, a.n_kv - j0);
         const int64_t kbp = round_up(kb, NJ);
         bool          k_ready = false, v_ready = false;
+        // the next block's K and V rows towards L2 while this block computes: they are read once
+        // per chunk of tiles, from L3 or memory, and their conversion stalled on every line
+        if (j0 + KB < a.n_kv) {
+            const int64_t nb = min_i(KB, a.n_kv - j0 - KB);
+            prefetch_rows(kbase + (j0 + KB) * a.k->nb[1], a.k->nb[1], nb, D * (int64_t) ggml_type_size(a.k->type));
+            prefetch_rows(vbase + (j0 + KB) * a.v->nb[1], a.v->nb[1], nb, Dv * (int64_t) ggml_type_size(a.v->type));
+        }
 
         for (int g = 0; g < ng; ++g) {
             const int64_t iq0 = t[g].iq0, nq = t[g].nq;
