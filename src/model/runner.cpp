@@ -250,6 +250,10 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
         row.device        = be ? ggml_backend_name(be) : "-";
         row.mode          = "native";
         row.step          = -1;
+        // the CPU backend's own choice for the ops with interchangeable kernels (which GEMM or
+        // flash-attention kernel a native node runs), so a timing names what produced it
+        if (be == backend_ && (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT))
+            row.kernel = ggml_backend_cpu_node_kernel(backend_, t);
         if (eo == sd_op_quantize_i8_convrot()) p.n_quantize++;
     }
     p.n_steps = ggml_ext_sched_n_steps(sched_);
