@@ -38,6 +38,8 @@ static const char * const BENCH_HELP =
     "\n"
     "Options:\n"
     "  --runs N      timed runs per configuration, 1..1000 (default 3)\n"
+    "  --cpu-time    time by the process's CPU seconds / threads instead of wall-clock seconds\n"
+    "                (for a machine shared with other work; a spinning pool thread counts)\n"
     "  --json FILE   JSON record (default sdx-bench.json)\n"
     "  --html FILE   HTML report (default sdx-bench.html)\n"
     "  --help        this text\n"
@@ -142,6 +144,7 @@ std::string make_html(const krea2::config & c, const std::string & desc, const s
 int cmd_bench(int argc, char ** argv) {
     model_opts  o;
     int         runs = 3;
+    bool        cpu_time = false;
     std::string json_path = "sdx-bench.json", html_path = "sdx-bench.html";
     args        a(argc, argv);
     while (a.next()) {
@@ -151,6 +154,7 @@ int cmd_bench(int argc, char ** argv) {
             return 0;
         }
         if (s == "--runs") runs = (int) a.int_value(1, 1000);
+        else if (s == "--cpu-time") cpu_time = true;
         else if (s == "--json") json_path = a.value();
         else if (s == "--html") html_path = a.value();
         else if (s == "--dtype" || s == "--no-fusion") usage_error("bench: " + s + " does not apply (bench runs every configuration)");
@@ -190,6 +194,8 @@ int cmd_bench(int argc, char ** argv) {
     printf("sdx bench: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", ggml_cpu_model_name(),
            ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
            forced && *forced ? " (GGML_CPU_KERNEL set)" : "");
+    const int n_threads = ggml_backend_cpu_get_n_threads(r.backend());
+    if (cpu_time) printf("sdx bench: times are process CPU seconds / %d threads (--cpu-time), not wall-clock time\n", n_threads);
     std::vector<bench_result> rs;
     std::vector<float>        ref, x, tvec;
     krea2::config             c;
@@ -220,7 +226,7 @@ int cmd_bench(int argc, char ** argv) {
         std::vector<float> out;
         for (int i = 0; i < runs; ++i) {
             krea2::runner::result res = run_stack(r, m, bo, x, tvec, fmt("%s %d/%d", bc.name, i + 1, runs));
-            br.times.push_back(res.total_s);
+            br.times.push_back(cpu_time ? res.cpu_s / n_threads : res.total_s);
             if (i == 0) out = std::move(res.out);
         }
         std::vector<double> t = br.times;
@@ -248,8 +254,8 @@ int cmd_bench(int argc, char ** argv) {
                                  (unsigned long long) o.seed, o.weights.empty() ? ", synthetic weights" : ", weights ",
                                  o.weights.c_str());
     std::string j = "{\n  \"tool\": \"sdx bench\",\n";
-    j += fmt("  \"cpu\": \"%s\", \"kernel_table_row\": \"%s\",\n", json_escape(ggml_cpu_model_name()).c_str(),
-             json_escape(ggml_cpu_kernel_table_row()).c_str());
+    j += fmt("  \"cpu\": \"%s\", \"kernel_table_row\": \"%s\", \"clock\": \"%s\",\n", json_escape(ggml_cpu_model_name()).c_str(),
+             json_escape(ggml_cpu_kernel_table_row()).c_str(), cpu_time ? "process cpu seconds / threads" : "wall");
     j += fmt("  \"config\": {\"blocks\": %d, \"tokens\": %lld, \"text_tokens\": %lld, \"hidden\": %lld, \"heads\": %lld, "
              "\"kv_heads\": %lld, \"mlp\": %lld, \"seed\": %llu, \"runs\": %d, \"threads\": %d, \"weights\": \"%s\"},\n",
              c.blocks, (long long) c.tokens, (long long) c.text_tokens, (long long) c.hidden, (long long) c.heads,
