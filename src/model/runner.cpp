@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 
 #include <unistd.h>
@@ -97,6 +98,14 @@ bool runner::init(int threads, std::string & err, const std::string & device) {
 }
 
 namespace {
+
+// CPU seconds of the whole process (every pool thread): on a machine shared with other work a
+// compute's wall time grows with their load, its CPU time much less (sdx bench --cpu-time)
+double process_cpu_s() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
 
 // The sd fusion rules match while the scheduler allocates a graph: sets the model's choice for the
 // scope and restores the caller's setting after.
@@ -191,6 +200,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
     r.out                         = x;
     r.block_s.clear();
     r.total_s = 0;
+    r.cpu_s   = 0;
     r.aborted = false;
     const fusion_scope fusion(o.fusion);
     for (int i = 0; i < c.blocks; ++i) {
@@ -205,9 +215,11 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
         ggml_backend_tensor_set(g.in.pe, pe.data(), 0, ggml_nbytes(g.in.pe));
         ggml_backend_tensor_set(g.in.tvec, tvec.data(), 0, ggml_nbytes(g.in.tvec));
         ggml_backend_tensor_set(g.in.one, &one, 0, sizeof(float));
+        const double     c0 = process_cpu_s();
         const auto       t0 = std::chrono::steady_clock::now();
         enum ggml_status st = ggml_backend_sched_graph_compute(sched_, g.gf);
         const auto       t1 = std::chrono::steady_clock::now();
+        r.cpu_s += process_cpu_s() - c0;
         if (st == GGML_STATUS_ABORTED) {
             r.aborted = true;
             err       = "interrupted in block " + std::to_string(i);
@@ -250,6 +262,10 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
         row.device        = be ? ggml_backend_name(be) : "-";
         row.mode          = "native";
         row.step          = -1;
+        // the CPU backend's own choice for the ops with interchangeable kernels (which GEMM or
+        // flash-attention kernel a native node runs), so a timing names what produced it
+        if (be == backend_ && (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT))
+            row.kernel = ggml_backend_cpu_node_kernel(backend_, t);
         if (eo == sd_op_quantize_i8_convrot()) p.n_quantize++;
     }
     p.n_steps = ggml_ext_sched_n_steps(sched_);

@@ -34,6 +34,7 @@ class runner {
         std::vector<float>  out;          // [hidden, L]
         std::vector<double> block_s;      // compute seconds of each block graph
         double              total_s = 0;  // sum of block_s
+        double              cpu_s   = 0;  // process CPU seconds (all threads) of the same computes
         bool                aborted = false; // forward stopped because the abort callback asked
     };
     using block_cb = std::function<void(int done, int total)>;
