@@ -17,14 +17,16 @@ namespace {
 
 thread_local std::string g_last_error;
 
-struct ggml_tensor * unavailable(const char * op, const char * what) {
+// "<op>: <what> needs the ggml extension interface (ggml-ext.h), which ... lacks; <instead>"
+struct ggml_tensor * unavailable(const char * op, const char * what, const char * instead) {
     g_last_error = std::string(op) + ": " + what +
-                   " needs the ggml extension interface (ggml-ext.h); this build uses an upstream ggml "
-                   "(SD_USE_UPSTREAM_GGML), which has none";
+                   " needs the ggml extension interface (ggml-ext.h), which the upstream ggml of this build "
+                   "(SD_USE_UPSTREAM_GGML) lacks; " + instead;
     return nullptr;
 }
 
-const char * const INT8_WHAT = "INT8 ConvRot (--dtype int8; use --dtype f32 or bf16 with this build)";
+const char * const INT8      = "INT8 ConvRot";
+const char * const INT8_HINT = "use --dtype f32 or bf16";
 
 // Upstream's ggml_tensor_overhead() is sizeof(ggml_object) + sizeof(ggml_tensor) as the library
 // was compiled; its ggml_object is 32 bytes on 64-bit targets (offs, size, next, type + padding).
@@ -61,31 +63,31 @@ bool sd_sched_get_step(ggml_backend_sched_t, int, struct sd_sched_step *) { retu
 int sd_cpu_backend_n_threads(ggml_backend_t) { return GGML_DEFAULT_N_THREADS; }
 
 struct ggml_tensor * sd_rope_apply(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *, int) {
-    return unavailable(SD_OP_ROPE_APPLY, "the RoPE operator (models use the plain op chain)");
+    return unavailable(SD_OP_ROPE_APPLY, "the RoPE operator", "build RoPE as the plain op chain");
 }
 
 struct ggml_tensor * ggml_quantize_i8_convrot(struct ggml_context *, struct ggml_tensor *, int) {
-    return unavailable(SD_OP_QUANTIZE_I8_CONVROT, INT8_WHAT);
+    return unavailable(SD_OP_QUANTIZE_I8_CONVROT, INT8, INT8_HINT);
 }
 
 struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *,
                                                 struct ggml_tensor *, struct ggml_tensor *, int, struct ggml_tensor *) {
-    return unavailable(SD_OP_LINEAR_I8, INT8_WHAT);
+    return unavailable(SD_OP_LINEAR_I8, INT8, INT8_HINT);
 }
 
 struct ggml_tensor * ggml_ext_linear_i8_tensorwise(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *,
                                                    struct ggml_tensor *, struct ggml_tensor *, int, float) {
-    return unavailable(SD_OP_LINEAR_I8, INT8_WHAT);
+    return unavailable(SD_OP_LINEAR_I8, INT8, INT8_HINT);
 }
 
 struct ggml_tensor * ggml_sage_attn(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *,
                                     struct ggml_tensor *, float, int) {
-    return unavailable(SD_OP_SAGE_ATTN, "SageAttention (attention falls back to flash attention)");
+    return unavailable(SD_OP_SAGE_ATTN, "SageAttention", "use flash attention");
 }
 
 struct ggml_tensor * ggml_sol_attn(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *,
                                    struct ggml_tensor *, float, float) {
-    return unavailable(SD_OP_SOL_ATTN, "Sol attention");
+    return unavailable(SD_OP_SOL_ATTN, "Sol attention", "use flash attention");
 }
 
 } // extern "C"
