@@ -95,6 +95,7 @@ class runner {
     size_t resident_at_init() const { return resident_at_init_; }
 
   private:
+    ggml_backend_sched_t new_scheduler() const; // over backend_ (and gpu_ first when set)
     static bool eval_cb(ggml_tensor * t, bool ask, void * user);
     size_t                   resident_at_init_ = 0;
     std::vector<profile_row> profile_;
