@@ -106,7 +106,14 @@ void fill_random(ggml_tensor * t, std::mt19937 & rng) {
             for (int64_t i = 0; i < n; ++i) p[i] = (int32_t) (i % 4096);
             break;
         }
-        default: fprintf(stderr, "bench-ops: no random fill for type %s\n", ggml_type_name(t->type)); exit(1);
+        default:
+            if (ggml_is_quantized(t->type) && t->ne[0] % ggml_blck_size(t->type) == 0) {
+                // the reference quantizer, rows of ne0 (weights are contiguous)
+                ggml_quantize_chunk(t->type, f.data(), bytes.data(), 0, n / t->ne[0], t->ne[0], nullptr);
+                break;
+            }
+            fprintf(stderr, "bench-ops: no random fill for type %s\n", ggml_type_name(t->type));
+            exit(1);
     }
     ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
 }
@@ -179,7 +186,16 @@ std::vector<op_case> make_cases(bool smoke) {
                                                                     {12288, 3072, 1024},
                                                                     {6144, 6144, 1024}};
     for (auto g : gemms) {
-        for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        // block-quantized weights (issue 14): activations quantized to the dot type inside the op
+        for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                             GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                             GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+            if (ggml_get_type_traits(wt)->type_name == nullptr) {
+                if (g.K == gemms[0].K && g.N == gemms[0].N) {
+                    fprintf(stderr, "bench-ops: weight type %d not implemented in this build: no mul_mat row\n", (int) wt);
+                }
+                continue;
+            }
             op_case c;
             c.name  = std::string("mul_mat_") + ggml_type_name(wt);
             c.shape = "K,N,M=" + std::to_string(g.K) + "," + std::to_string(g.N) + "," + std::to_string(g.M);
