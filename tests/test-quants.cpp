@@ -20,12 +20,38 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <sys/wait.h>
 #include <vector>
 
 namespace {
 
+struct tmp_dir_t : sd_test::tmp_dir {
+    tmp_dir_t() : sd_test::tmp_dir(sd_test::env_tmpdir() + "/sd-test-quants.XXXXXX") {}
+};
+
 const ggml_type k_all_types[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                                 GGML_TYPE_Q8_0, GGML_TYPE_Q8_1};
+                                 GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                                 GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_K};
+
+// Byte offsets of a block's binary16 scale fields (d, then m / dmin / s), from the layouts in
+// ggml-common.h: Q2_K's d and dmin follow scales[16] qs[64]; Q3_K's d follows hmask[32] qs[64]
+// scales[12]; Q6_K's d follows ql[128] qh[64] scales[16]. Q8_K's d is a binary32 at 0.
+std::vector<size_t> half_field_offsets(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_Q4_0:
+        case GGML_TYPE_Q5_0:
+        case GGML_TYPE_Q8_0: return {0};
+        case GGML_TYPE_Q4_1:
+        case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q8_1:
+        case GGML_TYPE_Q4_K:
+        case GGML_TYPE_Q5_K: return {0, 2};
+        case GGML_TYPE_Q2_K: return {80, 82};
+        case GGML_TYPE_Q3_K: return {108};
+        case GGML_TYPE_Q6_K: return {208};
+        default: return {};
+    }
+}
 
 std::vector<uint8_t> quantize(ggml_type t, const std::vector<float> & x) {
     const ggml_type_traits * tr = ggml_get_type_traits(t);
@@ -119,6 +145,14 @@ std::vector<float> make_row(row_kind k, int n, uint32_t seed) {
 //   Q8_0, Q8_1: |x - x'| <= amax * (1/254 + 2^-11) * 1.01 + 128 * 2^-25
 // where amax/min/max are the block's and the last term is half the spacing of subnormal halves times
 // the largest quant (the scale is stored in binary16: relative error 2^-11, absolute 2^-25 below 2^-14).
+// K-quants, per 256-element super-block (their scales come from a search and are requantized to
+// 6/8 bits, so no tight bound follows from the format alone; these are the worst errors measured over
+// 1,200 random and structured super-blocks, 0.368 / 0.228 / 0.083 / 0.046 / 0.016 amax for Q2_K /
+// Q3_K / Q4_K / Q5_K / Q6_K, with a margin of 1.5x or more):
+//   Q2_K: 0.55 amax + 2 * 15 * 3 * 2^-25;  Q3_K: 0.34 amax + 32 * 4 * 2^-25;
+//   Q4_K: amax / 8 + 2 * 63 * 32 * 2^-25;  Q5_K: amax / 16 + 2 * 63 * 32 * 2^-25;  Q6_K: amax / 40 + 128 * 32 * 2^-25
+//   Q8_K (proven: d = max / -127 in binary32, quants rounded to nearest): amax / 254 * (1 + 2^-20),
+//   except below ~3.7e-37 (amax): -127 / max overflows and such rows quantize to zero (error amax).
 double roundtrip_bound(ggml_type t, const float * x, int n) {
     double amax = 0, mn = INFINITY, mx = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -134,6 +168,12 @@ double roundtrip_bound(ggml_type t, const float * x, int n) {
         case GGML_TYPE_Q5_1: return 1.01 * (mx - mn) / 62 + std::fabs(mn) * std::ldexp(1.0, -11) + 32 * h;
         case GGML_TYPE_Q8_0:
         case GGML_TYPE_Q8_1: return amax * (1.0 / 254 + std::ldexp(1.0, -11)) * 1.01 + 128 * h;
+        case GGML_TYPE_Q2_K: return 0.55 * amax + 2 * 15 * 3 * h;
+        case GGML_TYPE_Q3_K: return 0.34 * amax + 32 * 4 * h;
+        case GGML_TYPE_Q4_K: return amax / 8 + 2 * 63 * 32 * h;
+        case GGML_TYPE_Q5_K: return amax / 16 + 2 * 63 * 32 * h;
+        case GGML_TYPE_Q6_K: return amax / 40 + 128 * 32 * h;
+        case GGML_TYPE_Q8_K: return amax < 3.7e-37 ? amax : amax / 254 * (1 + std::ldexp(1.0, -20));
         default: return -1;
     }
 }
@@ -151,6 +191,9 @@ TEST(QuantsTraits, NamesSizesAndFunctions) {
     const expect e[] = {
         {GGML_TYPE_Q4_0, "q4_0", 32, 18}, {GGML_TYPE_Q4_1, "q4_1", 32, 20}, {GGML_TYPE_Q5_0, "q5_0", 32, 22},
         {GGML_TYPE_Q5_1, "q5_1", 32, 24}, {GGML_TYPE_Q8_0, "q8_0", 32, 34}, {GGML_TYPE_Q8_1, "q8_1", 32, 36},
+        {GGML_TYPE_Q2_K, "q2_K", 256, 84},  {GGML_TYPE_Q3_K, "q3_K", 256, 110},
+        {GGML_TYPE_Q4_K, "q4_K", 256, 144}, {GGML_TYPE_Q5_K, "q5_K", 256, 176}, {GGML_TYPE_Q6_K, "q6_K", 256, 210},
+        {GGML_TYPE_Q8_K, "q8_K", 256, 292},
     };
     for (const expect & x : e) {
         SCOPED_TRACE(x.name);
@@ -179,6 +222,9 @@ TEST(QuantsTraits, DotTypesAsUpstream) {
         {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, true}, {GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, true},
         {GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, true}, {GGML_TYPE_Q4_1, GGML_TYPE_Q8_1, true},
         {GGML_TYPE_Q5_1, GGML_TYPE_Q8_1, true}, {GGML_TYPE_Q8_1, GGML_TYPE_Q8_1, false},
+        {GGML_TYPE_Q2_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q3_K, GGML_TYPE_Q8_K, true},
+        {GGML_TYPE_Q4_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q5_K, GGML_TYPE_Q8_K, true},
+        {GGML_TYPE_Q6_K, GGML_TYPE_Q8_K, true}, {GGML_TYPE_Q8_K, GGML_TYPE_Q8_K, false},
     };
     for (const expect & x : e) {
         SCOPED_TRACE(ggml_type_name(x.w));
@@ -302,6 +348,176 @@ TEST(QuantsLayout, Q8_0AndQ8_1RoundHalfAwayFromZero) {
     EXPECT_EQ((int8_t) qy[2 + 7], -127);
 }
 
+TEST(QuantsLayout, Q8_K) {
+    // x[j] = (37 j mod 255) - 127: every integer in [-127, 127]; the first of largest magnitude is
+    // x[0] = -127, so iscale = -127 / -127 = 1, q = x, d = 1 / 1 = 1 (binary32), bsums = sums of 16.
+    std::vector<float> x(256);
+    for (int j = 0; j < 256; j++) x[j] = (float) ((37 * j) % 255 - 127);
+    const auto   q   = quantize(GGML_TYPE_Q8_K, x);
+    block_q8_K   b;
+    memcpy(&b, q.data(), sizeof(b));
+    EXPECT_EQ(b.d, 1.0f);
+    for (int j = 0; j < 256; j++) ASSERT_EQ(b.qs[j], (int8_t) x[j]) << j;
+    // bsums[0] = sum over j < 16 of (37 j mod 255) - 127: 0 37 74 111 148 185 222 4 41 78 115 152 189
+    // 226 8 45 (sum 1635) - 16 * 127 = -397
+    EXPECT_EQ(b.bsums[0], -397);
+    for (int g = 0; g < 16; g++) {
+        int sum = 0;
+        for (int j = 0; j < 16; j++) sum += b.qs[16 * g + j];
+        EXPECT_EQ(b.bsums[g], sum);
+    }
+    EXPECT_EQ(dequantize(GGML_TYPE_Q8_K, q), x);
+
+    // positive max: x[5] = 254 -> iscale = -127 / 254 = -0.5, d = -2; q = nearest_int(-x / 2) with
+    // ties to even: 3 -> -1.5 -> -2, 1 -> -0.5 -> 0, -5 -> 2.5 -> 2, 254 -> -127
+    std::vector<float> y(256, 0.0f);
+    y[5]          = 254.0f;
+    y[6]          = 3.0f;
+    y[7]          = 1.0f;
+    y[8]          = -5.0f;
+    const auto qy = quantize(GGML_TYPE_Q8_K, y);
+    memcpy(&b, qy.data(), sizeof(b));
+    EXPECT_EQ(b.d, -2.0f);
+    EXPECT_EQ(b.qs[5], -127);
+    EXPECT_EQ(b.qs[6], -2);
+    EXPECT_EQ(b.qs[7], 0);
+    EXPECT_EQ(b.qs[8], 2);
+    EXPECT_EQ(b.bsums[0], -127);
+}
+
+// The pattern p[i] = (7 i mod 64) - 32 = -32 -25 -18 -11 -4 3 10 17 24 31 6 13 20 27 -30 -23 in every
+// 16-element sub-block ib, scaled by s = 1, 0.5, 0.25 for ib % 3 = 0, 1, 2.
+TEST(QuantsLayout, Q6_K) {
+    const int p[16] = {-32, -25, -18, -11, -4, 3, 10, 17, 24, 31, 6, 13, 20, 27, -30, -23};
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) x[e] = (float) p[e % 16] * std::ldexp(1.0f, -((e / 16) % 3));
+    // Per sub-block the search starts at iscale = -32 / (-32 s) = 1 / s, which gives l = p exactly
+    // and the weighted least-squares scale sumlx / suml2 = s exactly (both sums are the same sum of
+    // p^4 scaled by powers of two); no other candidate beats zero error. max_scale = 1 (sub-block 0):
+    // iscale = -128, d = half(-1/128) = 0xA000, scales = nearest(-128 s) = -128, -64, -32, ...
+    // Requantized with d * sc = s: L = p + 32 =
+    //   0 7 14 21 28 35 42 49 56 63 38 45 52 59 2 9,
+    // low nibbles 0 7 14 5 12 3 10 1 8 15 6 13 4 11 2 9 and top two bits 0 0 0 1 1 2 2 3 3 3 2 2 3 3 0 0.
+    // Every sub-block holds the same L, so ql[i] = low[i % 16] * 0x11 (both nibbles are elements 64
+    // apart) and qh[i] = top[i % 16] * 0x55 (four elements 32 apart).
+    const int lo[16]  = {0, 7, 14, 5, 12, 3, 10, 1, 8, 15, 6, 13, 4, 11, 2, 9};
+    const int top[16] = {0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 2, 2, 3, 3, 0, 0};
+    const auto q      = quantize(GGML_TYPE_Q6_K, x);
+    const auto e      = block_bytes()
+                       .byte_fn(128, [&](int i) { return lo[i % 16] * 0x11; })
+                       .byte_fn(64, [&](int i) { return top[i % 16] * 0x55; })
+                       .byte_fn(16, [](int ib) { return (uint8_t) (int8_t) (ib % 3 == 0 ? -128 : ib % 3 == 1 ? -64 : -32); })
+                       .half(0xA000)
+                       .v;
+    EXPECT_EQ(q, e);
+    EXPECT_EQ(dequantize(GGML_TYPE_Q6_K, q), x); // (d * sc) * (L - 32) = s * p exactly
+}
+
+// Sub-block j of 32 elements: x = s l - m with s = 1, m = 2 (even j) or s = 0.5, m = 1 (odd j) and
+// l[i] = 7 i mod (nmax + 1), which covers 0 and nmax.
+std::vector<float> k_affine_input(int nmax) {
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) {
+        const int   j = e / 32, i = e % 32;
+        const float s = j % 2 ? 0.5f : 1.0f, m = j % 2 ? 1.0f : 2.0f;
+        x[e]          = s * (float) ((7 * i) % (nmax + 1)) - m;
+    }
+    return x;
+}
+
+// The Q4_K/Q5_K scales of k_affine_input: the first search candidate iscale = nmax / (max - min) =
+// 1 / s fits every sub-block with zero error (x = s l - m exactly), so scales = s and mins = m.
+// max_scale = 1, max_min = 2: ls = nearest(63 s) = 63 or nearest(31.5) = 32 (ties to even), lm = 63
+// or nearest(31.5 * 1) = 32. Packed: bytes 0..3 = ls[0..3] | top2(ls[4..7]) << 6 = 63|0xC0, 32|0x80
+// -> FF A0 FF A0; bytes 4..7 the same from lm; bytes 8..11 = low4(ls[4..7]) | low4(lm[4..7]) << 4 =
+// FF 00 FF 00. d = half(1/63) = 2^-6 (1 + 16/1024) = 0x2410 (1/63 = 2^-6 * 1.0159: mantissa 16.25 -> 16),
+// dmin = half(2/63) = 0x2810. Requantized with the stored scales (d * 63 = 0.99976, dmin * 63 = 1.99951
+// for even j; d * 32 = 0.50781, dmin * 32 = 1.01563 for odd j) every element gets its l back.
+const std::vector<int> k_affine_scales = {0xFF, 0xA0, 0xFF, 0xA0, 0xFF, 0xA0, 0xFF, 0xA0, 0xFF, 0x00, 0xFF, 0x00};
+
+TEST(QuantsLayout, Q4_K) {
+    // L of element e = 7 (e % 32) mod 16 = 7 e mod 16; qs[32c + l] = L[64c + l] | L[64c + l + 32] << 4,
+    // two equal nibbles: qs[i] = (7 i mod 16) * 0x11.
+    const auto x = k_affine_input(15);
+    const auto q = quantize(GGML_TYPE_Q4_K, x);
+    block_bytes e;
+    e.half(0x2410).half(0x2810);
+    for (int v : k_affine_scales) e.bytes({v});
+    e.byte_fn(128, [](int i) { return ((7 * i) % 16) * 0x11; });
+    EXPECT_EQ(q, e.v);
+    const auto y = dequantize(GGML_TYPE_Q4_K, q);
+    // even j: 0.999755859375 l - 1.99951171875, odd j: 0.5078125 l - 1.015625 (both exact in binary32)
+    EXPECT_EQ(y[1], 0.999755859375f * 7 - 1.99951171875f);
+    EXPECT_EQ(y[32 + 9], 0.5078125f * 15 - 1.015625f);
+}
+
+TEST(QuantsLayout, Q5_K) {
+    // L of element e = 7 (e % 32) mod 32 (a permutation of 0..31 in every sub-block): qs[i] =
+    // low4(L) * 0x11, and qh[l] has bit e / 32 set for every element e = l (mod 32) whose L >= 16:
+    // all eight or none, so qh[l] = 0xFF when 7 l mod 32 >= 16, else 0.
+    const auto x = k_affine_input(31);
+    const auto q = quantize(GGML_TYPE_Q5_K, x);
+    block_bytes e;
+    e.half(0x2410).half(0x2810);
+    for (int v : k_affine_scales) e.bytes({v});
+    e.byte_fn(32, [](int l) { return (7 * l) % 32 >= 16 ? 0xFF : 0x00; });
+    e.byte_fn(128, [](int i) { return (((7 * i) % 32) & 15) * 0x11; });
+    EXPECT_EQ(q, e.v);
+    const auto y = dequantize(GGML_TYPE_Q5_K, q);
+    EXPECT_EQ(y[3], 0.999755859375f * 21 - 1.99951171875f);
+    EXPECT_EQ(y[32 + 9], 0.5078125f * 31 - 1.015625f);
+}
+
+TEST(QuantsLayout, Q2_K) {
+    // Sub-block j (16 elements): x = s l - m with l = i mod 4, s = m = 1 (even j) or 0.5 (odd j). The
+    // search's first candidate iscale = 3 / (3 s) fits exactly (error 0, so it is kept): scale s,
+    // min m. max_scale = max_min = 1, so the 4-bit scale and min are nearest(15 s) = 15 (even) or
+    // nearest(7.5) = 8 (ties to even): bytes 0xFF / 0x88. d = dmin = half(1/15) = 2^-4 (1 + 68/1024)
+    // = 0x2C44 (1/15 = 2^-4 * 1.0667: mantissa 68.27 -> 68). Requantized with d * 15 = dmin * 15 =
+    // 0.99976 (even) and d * 8 = dmin * 8 = 0.53320 (odd), every element gets l back; byte l of each
+    // 128-element half holds elements l, l + 32, l + 64, l + 96 -> qs[i] = (i mod 4) * 0x55.
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) {
+        const float s = (e / 16) % 2 ? 0.5f : 1.0f;
+        x[e]          = s * (float) (e % 4) - s;
+    }
+    const auto q = quantize(GGML_TYPE_Q2_K, x);
+    const auto e = block_bytes()
+                       .byte_fn(16, [](int j) { return j % 2 ? 0x88 : 0xFF; })
+                       .byte_fn(64, [](int i) { return (i % 4) * 0x55; })
+                       .half(0x2C44)
+                       .half(0x2C44)
+                       .v;
+    EXPECT_EQ(q, e);
+    const auto y = dequantize(GGML_TYPE_Q2_K, q);
+    // (d sc) q - dmin mn: 0.999755859375 * 3 - 0.999755859375 and 0.533203125 * 3 - 0.533203125
+    EXPECT_EQ(y[3], 0.999755859375f * 3 - 0.999755859375f);
+    EXPECT_EQ(y[16 + 3], 0.533203125f * 3 - 0.533203125f);
+}
+
+TEST(QuantsLayout, Q3_K) {
+    // Sub-block j: x = s p[i] with p[i] = (3 i mod 8) - 4 = -4 -1 2 -3 0 3 -2 1 (twice) and s = 1 (even
+    // j) or 0.5 (odd j). make_q3_quants starts at iscale = -4 / (-4 s) = 1 / s, which gives l = p and the
+    // exact fit s; no single-element move improves an exact fit. max_scale = 1 (sub-block 0):
+    // iscale = -32, stored scale nearest(-32 s) + 32 = 0 or 16: low nibbles all 0, top bits 1 for the
+    // odd j at bits 2 (j / 4) of byte 8 + j % 4 -> bytes 9 and 11 = 0x55. d = half(-1/32) = 0xA800.
+    // Requantized with d * (stored - 32) = s: L = p + 4; the high bit (L > 3, i.e. p >= 0) of element e
+    // goes to bit e / 32 of hmask[e % 32]: all eight bits equal, 0xFF where p[l % 16] >= 0.
+    // Crumbs (L mod 4) = 0 3 2 1 ... -> qs[i] = ((4 - i mod 4) mod 4) * 0x55.
+    const int          p[8] = {-4, -1, 2, -3, 0, 3, -2, 1};
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; e++) x[e] = (float) p[e % 8] * ((e / 16) % 2 ? 0.5f : 1.0f);
+    const auto q = quantize(GGML_TYPE_Q3_K, x);
+    const auto e = block_bytes()
+                       .byte_fn(32, [&](int m) { return p[m % 8] >= 0 ? 0xFF : 0x00; })
+                       .byte_fn(64, [](int i) { return ((4 - i % 4) % 4) * 0x55; })
+                       .bytes({0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x55, 0x00, 0x55})
+                       .half(0xA800)
+                       .v;
+    EXPECT_EQ(q, e);
+    EXPECT_EQ(dequantize(GGML_TYPE_Q3_K, q), x); // (d * sc) * q = s * p exactly
+}
+
 TEST(QuantsLayout, AllZeroBlocksAreZero) {
     for (ggml_type t : k_all_types) {
         SCOPED_TRACE(ggml_type_name(t));
@@ -362,7 +578,16 @@ TEST(QuantsRoundTrip, IdempotentWhereTheFormatGuaranteesIt) {
 // ---------------------------------------------------------------------------------------------
 // Dot products
 
-// The dot of the dequantized rows in double, and sum |w_i a_i| (the scale of the rounding error).
+// The largest min term dmin * mn of element i's super-block (types with mins; 6-bit mins).
+double k_min_term(ggml_type wt, const std::vector<uint8_t> & w, size_t i) {
+    if (wt != GGML_TYPE_Q2_K && wt != GGML_TYPE_Q4_K && wt != GGML_TYPE_Q5_K) return 0;
+    ggml_fp16_t dmin;
+    memcpy(&dmin, w.data() + (i / 256) * ggml_type_size(wt) + (wt == GGML_TYPE_Q2_K ? 82 : 2), 2);
+    return std::fabs(ggml_fp16_to_fp32(dmin)) * (wt == GGML_TYPE_Q2_K ? 15 : 63); // 4- or 6-bit mins
+}
+
+// The dot of the dequantized rows in double, and sum (|w_i| + 2 |min term_i|) |a_i|: the scale of
+// the rounding error (a weight's two terms d sc q and dmin mn are rounded separately).
 void dequantized_dot(ggml_type wt, const std::vector<uint8_t> & w, ggml_type at, const std::vector<uint8_t> & a,
                      double & dot, double & mag) {
     const auto wf = dequantize(wt, w);
@@ -370,7 +595,7 @@ void dequantized_dot(ggml_type wt, const std::vector<uint8_t> & w, ggml_type at,
     dot = mag = 0;
     for (size_t i = 0; i < wf.size(); i++) {
         dot += (double) wf[i] * af[i];
-        mag += std::fabs((double) wf[i] * af[i]);
+        mag += (std::fabs((double) wf[i]) + 2 * k_min_term(wt, w, i)) * std::fabs((double) af[i]);
     }
 }
 
@@ -408,12 +633,23 @@ TEST(QuantsDot, ReferenceEqualsDotOfDequantizedRows) {
                 std::vector<uint8_t>       a(n / at->blck_size * at->type_size);
                 dt->quantize_act(ax.data(), a.data(), n);
                 EXPECT_EQ(a, quantize(dt->vec_dot_type, ax)) << "quantize_act is the dot type's reference";
+                if (dt->vec_dot_type == GGML_TYPE_Q8_K) {
+                    const block_q8_K * ab = (const block_q8_K *) a.data();
+                    for (int b = 0; b < n / 256; b++) {
+                        for (int g = 0; g < 16; g++) {
+                            int sum = 0;
+                            for (int j = 0; j < 16; j++) sum += ab[b].qs[16 * g + j];
+                            ASSERT_EQ(ab[b].bsums[g], sum);
+                        }
+                    }
+                }
                 float s = NAN;
                 dt->vec_dot_ref(n, &s, w.data(), a.data());
                 double dot, mag;
                 dequantized_dot(t, w, dt->vec_dot_type, a, dot, mag);
-                // per block: sumi exact, two rounded products; then n/32 float additions
-                const double tol = (n / 32.0 + 4) * std::ldexp(1.0, -24) * mag + q8_1_sum_error(t, w, a);
+                // per block: integer sums exact, a few rounded products; then one float addition per
+                // block; the dequantized values themselves are rounded once or twice
+                const double tol = (n / 32.0 + 6) * std::ldexp(1.0, -24) * mag + q8_1_sum_error(t, w, a);
                 EXPECT_NEAR(s, dot, tol);
             }
         }
@@ -450,14 +686,22 @@ TEST(QuantsValidate, RejectsNonFiniteScalesAndWrongSizes) {
         EXPECT_FALSE(ggml_validate_row_data(t, q.data(), q.size() - 1));
         EXPECT_FALSE(ggml_validate_row_data(t, q.data(), ts + 1));
         EXPECT_TRUE(ggml_validate_row_data(t, q.data(), 0));
-        // every half field of the first 2 or 4 bytes (d; m or s for the _1 types) of the last block
-        const size_t nfields = (t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1 || t == GGML_TYPE_Q8_1) ? 2 : 1;
-        for (size_t f = 0; f < nfields; f++) {
+        // every scale field of the last block: +inf, -inf, NaN, signalling NaN
+        for (size_t off : half_field_offsets(t)) {
             for (uint16_t bad : {(uint16_t) 0x7C00, (uint16_t) 0xFC00, (uint16_t) 0x7E00, (uint16_t) 0x7C01}) {
                 auto c = q;
-                memcpy(c.data() + c.size() - ts + 2 * f, &bad, 2);
-                EXPECT_FALSE(ggml_validate_row_data(t, c.data(), c.size())) << "field " << f << " bits " << bad;
+                memcpy(c.data() + c.size() - ts + off, &bad, 2);
+                EXPECT_FALSE(ggml_validate_row_data(t, c.data(), c.size())) << "offset " << off << " bits " << bad;
             }
+        }
+        if (t == GGML_TYPE_Q8_K) {
+            for (float bad : {INFINITY, -INFINITY, NAN}) {
+                auto c = q;
+                memcpy(c.data() + c.size() - ts, &bad, 4);
+                EXPECT_FALSE(ggml_validate_row_data(t, c.data(), c.size()));
+            }
+        } else {
+            ASSERT_FALSE(half_field_offsets(t).empty());
         }
     }
 }
@@ -489,6 +733,90 @@ TEST(QuantsValidate, FloatRowsAndOverflowingScales) {
         const auto q = quantize(t, huge);
         EXPECT_FALSE(ggml_validate_row_data(t, q.data(), q.size())) << ggml_type_name(t);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cross-check with the Python `gguf` package
+
+std::string python() {
+    const char * p = std::getenv("SD_PYTHON");
+    return p && *p ? p : "python3";
+}
+
+std::string sh_quote(const std::string & s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+// Runs a shell command; its exit status and everything it printed (stdout and stderr).
+int run_capture(const std::string & cmd, std::string & out) {
+    FILE * f = popen((cmd + " 2>&1").c_str(), "r");
+    if (!f) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    const int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void write_file(const std::string & path, const void * data, size_t n) {
+    FILE * f = fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << path;
+    ASSERT_EQ(fwrite(data, 1, n, f), n);
+    ASSERT_EQ(fclose(f), 0);
+}
+
+TEST(QuantsPython, CrossCheckWithGguf) {
+    // Without the reference implementation nothing is checked: that is a failure, not a skip
+    // (scripts/install-deps.sh installs gguf; SD_PYTHON picks another interpreter).
+    const std::string probe = python() + " -c 'import numpy, gguf.quants' >/dev/null 2>&1";
+    ASSERT_EQ(std::system(probe.c_str()), 0)
+        << python() << " lacks numpy and/or the gguf package: run scripts/install-deps.sh (or set SD_PYTHON)";
+
+    // Every row kind, plus rows with rounding ties (Q8_0 with d = 1 sees x.5) and with values beyond
+    // what a half scale holds (both sides then store infinite scales, bit for bit).
+    const int          ncols = 512;
+    std::vector<float> rows;
+    int                nrows = 0;
+    for (row_kind k : k_row_kinds) {
+        for (uint32_t seed : {1u, 2u}) {
+            const auto r = make_row(k, ncols, 1000u * seed + (uint32_t) k);
+            rows.insert(rows.end(), r.begin(), r.end());
+            nrows++;
+        }
+    }
+    {
+        std::vector<float> ties(ncols);
+        for (int i = 0; i < ncols; i++) ties[i] = i % 32 == 0 ? 127.0f : (float) ((i * 13) % 255 - 127) * 0.5f;
+        rows.insert(rows.end(), ties.begin(), ties.end());
+        std::vector<float> over = make_row(row_kind::normal, ncols, 77u);
+        for (int i = 0; i < ncols; i += 37) over[i] = (i % 2 ? -1e30f : 1e30f);
+        rows.insert(rows.end(), over.begin(), over.end());
+        nrows += 2;
+    }
+
+    tmp_dir_t d;
+    write_file(d.file("rows.f32"), rows.data(), rows.size() * sizeof(float));
+    std::string manifest = std::to_string(nrows) + " " + std::to_string(ncols) + "\n";
+    for (ggml_type t : k_all_types) {
+        const auto q = quantize(t, rows);
+        const auto y = dequantize(t, q);
+        write_file(d.file(std::string(ggml_type_name(t)) + ".bin"), q.data(), q.size());
+        write_file(d.file(std::string(ggml_type_name(t)) + ".deq.f32"), y.data(), y.size() * sizeof(float));
+        manifest += std::string(ggml_type_name(t)) + "\n";
+    }
+    write_file(d.file("manifest.txt"), manifest.data(), manifest.size());
+
+    std::string out;
+    const int   rc = run_capture(python() + " " + sh_quote(SD_QUANTS_CROSSCHECK_PY) + " " + sh_quote(d.path()), out);
+    EXPECT_EQ(rc, 0) << out;
+    // the summary proves the checks ran: 5 types quantized identically, 10 dequantized identically
+    EXPECT_NE(out.find("quantize-identical 5 types (q4_0 q4_1 q5_0 q5_1 q8_0)"), std::string::npos) << out;
+    EXPECT_NE(out.find("dequantize-identical 10 types (q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K)"),
+              std::string::npos)
+        << out;
+    std::printf("%s", out.c_str());
 }
 
 } // namespace

@@ -176,6 +176,12 @@ struct type_table {
         t[GGML_TYPE_Q5_1] = quantized<block_q5_1, dequantize_row_q5_1, quantize_row_q5_1_ref>("q5_1", QK5_1);
         t[GGML_TYPE_Q8_0] = quantized<block_q8_0, dequantize_row_q8_0, quantize_row_q8_0_ref>("q8_0", QK8_0);
         t[GGML_TYPE_Q8_1] = quantized<block_q8_1, dequantize_row_q8_1, quantize_row_q8_1_ref>("q8_1", QK8_1);
+        t[GGML_TYPE_Q2_K] = quantized<block_q2_K, dequantize_row_q2_K, quantize_row_q2_K_ref>("q2_K", QK_K);
+        t[GGML_TYPE_Q3_K] = quantized<block_q3_K, dequantize_row_q3_K, quantize_row_q3_K_ref>("q3_K", QK_K);
+        t[GGML_TYPE_Q4_K] = quantized<block_q4_K, dequantize_row_q4_K, quantize_row_q4_K_ref>("q4_K", QK_K);
+        t[GGML_TYPE_Q5_K] = quantized<block_q5_K, dequantize_row_q5_K, quantize_row_q5_K_ref>("q5_K", QK_K);
+        t[GGML_TYPE_Q6_K] = quantized<block_q6_K, dequantize_row_q6_K, quantize_row_q6_K_ref>("q6_K", QK_K);
+        t[GGML_TYPE_Q8_K] = quantized<block_q8_K, dequantize_row_q8_K, quantize_row_q8_K_ref>("q8_K", QK_K);
         t[GGML_TYPE_I8]   = {"i8", 1, 0, sizeof(int8_t), false, nullptr, nullptr};
         t[GGML_TYPE_I16]  = {"i16", 1, 0, sizeof(int16_t), false, nullptr, nullptr};
         t[GGML_TYPE_I32]  = {"i32", 1, 0, sizeof(int32_t), false, nullptr, nullptr};
