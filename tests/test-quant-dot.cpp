@@ -142,10 +142,22 @@ void fill_weights(operands & o, uint8_t fillb, int sc, int mn) {
     }
 }
 
+// The fast tile on the operands, activation rows repacked first when the kernel has its own
+// layout (as ops-mul-mat-quant.cpp does).
 std::vector<float> run_fast(const operands & o) {
     const ggml_quant_dot_fast * f = ggml_cpu_quant_dot_fast(o.type);
     std::vector<float>          out((size_t) o.nr * o.nc, NAN);
-    f->tile(o.K, (const char *) o.w.data(), o.ws, o.nr, (const char *) o.x.data(), o.xs, o.nc, out.data(), (size_t) o.nr);
+    const char *                x  = (const char *) o.x.data();
+    size_t                      xs = o.xs;
+    std::vector<uint8_t>        packed;
+    if (f->act_repack) {
+        xs = (f->act_row_bytes(o.K) + 63) / 64 * 64;
+        packed.assign(xs * o.nc + 64, 0xA5); // poison: the tile must read only what the repack wrote
+        char * base = (char *) (((uintptr_t) packed.data() + 63) & ~(uintptr_t) 63);
+        for (int c = 0; c < o.nc; ++c) f->act_repack(o.x.data() + c * o.xs, base + c * xs, o.K);
+        x = base;
+    }
+    f->tile(o.K, (const char *) o.w.data(), o.ws, o.nr, x, xs, o.nc, out.data(), (size_t) o.nr);
     return out;
 }
 

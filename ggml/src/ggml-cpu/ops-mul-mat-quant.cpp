@@ -37,9 +37,15 @@ inline char * align_ptr(void * p) {
 
 bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 
-// bytes of one quantized activation row in the work buffer
-size_t act_stride(const ggml_quant_dot_traits * tr, int64_t K) {
+// bytes of one quantized activation row as the reference quantizer writes it
+size_t std_act_bytes(const ggml_quant_dot_traits * tr, int64_t K) {
     return align_up(ggml_row_size(tr->vec_dot_type, K), QMM_ALIGN);
+}
+
+// stride of the activation rows in the work buffer for the kernel that runs (fast: may be repacked)
+size_t act_stride(const ggml_quant_dot_traits * tr, const ggml_quant_dot_fast * fast, int64_t K) {
+    if (fast && fast->act_repack) return align_up(fast->act_row_bytes(K), QMM_ALIGN);
+    return std_act_bytes(tr, K);
 }
 
 // activation rows that are not packed F32 are gathered into a per-thread F32 row first
@@ -109,13 +115,17 @@ bool ggml_cpu_mul_mat_quant_supported(const struct ggml_tensor * dst) {
     return b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;
 }
 
+// [activation rows][per thread: F32 gather row, reference-layout row (repacked from)]; use_ref and
+// the kernel choice are not known here, so room for either layout
 size_t ggml_cpu_mul_mat_quant_work_size(const struct ggml_tensor * dst, int n_threads) {
     const ggml_tensor *           a  = dst->src[0];
     const ggml_tensor *           b  = dst->src[1];
     const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(a->type);
     if (!tr) return 0;
-    const int64_t rows = b->ne[1] * b->ne[2] * b->ne[3];
-    return QMM_ALIGN + (size_t) rows * act_stride(tr, b->ne[0]) + (size_t) n_threads * gather_bytes(b);
+    const int64_t               rows   = b->ne[1] * b->ne[2] * b->ne[3];
+    const int64_t               K      = b->ne[0];
+    const size_t                stride = std::max(act_stride(tr, nullptr, K), act_stride(tr, ggml_cpu_quant_dot_fast(a->type), K));
+    return QMM_ALIGN + (size_t) rows * stride + (size_t) n_threads * (gather_bytes(b) + std_act_bytes(tr, K));
 }
 
 const char * ggml_cpu_mul_mat_quant_kernel(const struct ggml_tensor * dst, bool use_ref) {
@@ -162,14 +172,18 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
     }
 
     GGML_ASSERT(params->wsize >= ggml_cpu_mul_mat_quant_work_size(dst, nth) && "mul_mat: work buffer too small");
-    char *       wbase = align_ptr(params->wdata);
-    const size_t xs    = act_stride(tr, K);
-    const int64_t n_act_rows = M * B2 * B3;
+    const ggml_quant_dot_fast * fast       = fast_kernel(a, params->use_ref);
+    const bool                  repack     = fast && fast->act_repack;
+    char *                      wbase      = align_ptr(params->wdata);
+    const size_t                xs         = act_stride(tr, fast, K);
+    const int64_t               n_act_rows = M * B2 * B3;
 
     // Phase 1: quantize the activation rows (row r = i1 + M * (i2 + B2 * i3)).
     {
-        float * gather = needs_gather(b) ? (float *) (wbase + (size_t) n_act_rows * xs + (size_t) ith * gather_bytes(b))
-                                         : nullptr;
+        const size_t xs_max = std::max(act_stride(tr, nullptr, K), act_stride(tr, ggml_cpu_quant_dot_fast(a->type), K));
+        char *       mine   = wbase + (size_t) n_act_rows * xs_max + (size_t) ith * (gather_bytes(b) + std_act_bytes(tr, K));
+        float *      gather = needs_gather(b) ? (float *) mine : nullptr;
+        char *       std_row = mine + gather_bytes(b);
         int64_t r0, r1;
         ggml_cpu_split_range(n_act_rows, ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; ++r) {
@@ -180,14 +194,18 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
                 ggml_cpu_load_row(b->type, src, b->nb[0], K, gather);
                 row = gather;
             }
-            tr->quantize_act(row, wbase + (size_t) r * xs, K);
+            if (repack) {
+                tr->quantize_act(row, std_row, K);
+                fast->act_repack(std_row, wbase + (size_t) r * xs, K);
+            } else {
+                tr->quantize_act(row, wbase + (size_t) r * xs, K);
+            }
         }
         // every thread must reach the barrier, so no early abort return before it
         ggml_cpu_barrier(params);
     }
 
     // Phase 2: blocks of the output.
-    const ggml_quant_dot_fast * fast = fast_kernel(a, params->use_ref);
     const block_plan            p    = plan_blocks(N, M, B2 * B3, nth);
     const int64_t               n_units = p.n_blocks * p.m_blocks * B2 * B3;
     int64_t                     u0, u1;
