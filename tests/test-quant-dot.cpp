@@ -14,7 +14,7 @@
 //     offset, 0 for the symmetric types): each of the two results is an F32 sum of at most
 //     n_blocks + 16 terms whose magnitudes add up to at most S, so each is within (n + 16) u S of
 //     the exact value (u = 2^-24).
-// Several row and column counts cover the exact-size edge tiles (the micro-tile is 4 x 4).
+// Several row and column counts cover full and exact-size edge tiles (micro-tiles of 2 x 8 and 4 x 4).
 
 #include "ggml-common.h"
 #include "ggml-cpu/quant-dot-fast.h"
@@ -205,7 +205,7 @@ TEST_P(QuantDot, random_blocks_within_the_summation_bound) {
     int             checked = 0;
     for (int64_t nb : {1, 2, 3, 5, 12, 16}) {
         for (int nr : {1, 3, 4, 6, 9}) {
-            for (int nc : {1, 2, 4, 5, 7}) {
+            for (int nc : {1, 2, 4, 5, 8, 11, 17}) {
                 const operands           o   = random_operands(t, nb * blk, nr, nc, rng);
                 const std::vector<float> got = run_fast(o);
                 for (int c = 0; c < nc; ++c) {
@@ -234,7 +234,7 @@ TEST_P(QuantDot, extreme_quants_are_exact) {
                 // scales 1 with extreme quants; extreme scales (63 / Q6_K +-127) with activations +-1
                 const bool big_sc = q == 1;
                 const int  sc     = big_sc ? (t == GGML_TYPE_Q6_K ? 127 : 63) : 1;
-                operands   o      = make(t, (blk == 32 ? 16 : 2) * blk, 5, 6);
+                operands   o      = make(t, (blk == 32 ? 16 : 2) * blk, 5, 9);
                 fill_weights(o, fillb, sc, sc);
                 fill_activations(o, q, alt);
                 const std::vector<float> got = run_fast(o);

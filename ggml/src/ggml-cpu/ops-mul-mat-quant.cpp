@@ -35,8 +35,6 @@ inline char * align_ptr(void * p) {
     return (char *) (((uintptr_t) p + QMM_ALIGN - 1) & ~(uintptr_t) (QMM_ALIGN - 1));
 }
 
-bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
-
 // bytes of one quantized activation row as the reference quantizer writes it
 size_t std_act_bytes(const ggml_quant_dot_traits * tr, int64_t K) {
     return align_up(ggml_row_size(tr->vec_dot_type, K), QMM_ALIGN);
@@ -109,7 +107,8 @@ bool ggml_cpu_mul_mat_quant_supported(const struct ggml_tensor * dst) {
     if (ggml_get_type_traits(a->type)->type_name == nullptr) return false;
     if (a->ne[0] % ggml_blck_size(a->type) != 0) return false;
     if (a->nb[0] != ggml_type_size(a->type)) return false; // packed rows (no transposed weights)
-    if (!is_float_type(b->type) || dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return false;
+    // F32 activations, as upstream (the kernel could gather F16/BF16 too, but no case checks it)
+    if (b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return false;
     if (a->ne[0] != b->ne[0]) return false;
     if (a->ne[2] == 0 || a->ne[3] == 0) return ggml_nelements(dst) == 0;
     return b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;

@@ -10,7 +10,7 @@
 bool ggml_cpu_mul_mat_quant_applies(const struct ggml_tensor * dst);
 
 // Whether the kernels implement it: a weight type with dot traits (ggml-quants.h), K a multiple of
-// its block size, packed weight rows, F32/F16/BF16 activations with any strides, F32 output.
+// its block size, packed weight rows, F32 activations with any strides, F32 output.
 bool ggml_cpu_mul_mat_quant_supported(const struct ggml_tensor * dst);
 
 size_t ggml_cpu_mul_mat_quant_work_size(const struct ggml_tensor * dst, int n_threads);
