@@ -1,8 +1,9 @@
 // bench-ops: times single ops of the DiT workloads on the CPU backend and reports each against a
 // baseline measured in the same process: memory-bound ops against a multi-threaded memcpy of the
 // same number of bytes (read + write), GEMMs as GFLOP/s against OpenBLAS sgemm on the same thread
-// count (when bench-ops was built with OpenBLAS), and F16/BF16 weights also against our own F32
-// GEMM of the same shape.
+// count (when bench-ops was built with OpenBLAS), and F16/BF16 and block-quantized weights (Q8_0 ...
+// Q6_K, activations quantized inside the op as upstream does) also against our own F32 GEMM of the
+// same shape.
 //
 // Shapes (../shared/reference/dit-workloads.md): hidden 3072 (Flux) / 6144 (Krea2), 1024 tokens,
 // attention D=128 with 24 heads.
@@ -190,6 +191,9 @@ std::vector<op_case> make_cases(bool smoke) {
         for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
                              GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
                              GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+            // quantized weights at the square DiT shapes (3072 and 6144 wide, 1024 rows): the types
+            // without a fast kernel run the portable reference dot product at ~1-10 GFLOP/s
+            if (ggml_is_quantized(wt) && ((g.K != g.N && !smoke) || g.K % ggml_blck_size(wt) != 0)) continue;
             if (ggml_get_type_traits(wt)->type_name == nullptr) {
                 if (g.K == gemms[0].K && g.N == gemms[0].N) {
                     fprintf(stderr, "bench-ops: weight type %d not implemented in this build: no mul_mat row\n", (int) wt);
@@ -454,8 +458,11 @@ int calibrate(ggml_backend_t backend, const options & o) {
            ggml_cpu_model_name(), vendor, family_id, model, (int) bf16, (int) amx, ggml_backend_cpu_get_n_threads(backend),
            ggml_cpu_kernel_table_row());
     printf("calibrate: kernel-table row for this CPU (ggml/src/ggml-cpu/kernel-choice.cpp, k_table):\n");
-    printf("    {\"%s\", \"%s\", 0x%x, %s, %d, {ggml_cpu_kernel::%s, ggml_cpu_kernel::%s}},\n", ggml_cpu_model_name(),
-           vendor, family_id, bf16 ? "true" : "false", (int) amx, fams[0].chosen.c_str(), fams[1].chosen.c_str());
+    // mul_mat_quant is not timed here: vnni (integer dot products) wherever AVX512-VNNI exists; the
+    // plain rows of bench-ops show its rate against our F32 GEMM
+    printf("    {\"%s\", \"%s\", 0x%x, %s, %d, {ggml_cpu_kernel::%s, ggml_cpu_kernel::%s, ggml_cpu_kernel::%s}},\n",
+           ggml_cpu_model_name(), vendor, family_id, bf16 ? "true" : "false", (int) amx, fams[0].chosen.c_str(),
+           fams[1].chosen.c_str(), ggml_cpu_has_avx512_vnni() ? "vnni" : "vecdot");
     return 0;
 }
 
@@ -475,8 +482,9 @@ int main(int argc, char ** argv) {
     const int n_threads = ggml_backend_cpu_get_n_threads(backend);
 
     printf("bench-ops: CPU backend, %d threads%s\n", n_threads, o.smoke ? ", smoke sizes" : "");
-    printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", ggml_cpu_model_name(),
+    printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s mul_mat_quant=%s%s\n", ggml_cpu_model_name(),
            ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
+           ggml_cpu_get_kernel("mul_mat_quant"),
            getenv("GGML_CPU_KERNEL") && *getenv("GGML_CPU_KERNEL") ? " (GGML_CPU_KERNEL set)" : "");
     if (!o.smoke && !bench::wait_idle()) {
         printf("bench-ops: note: the machine stayed busy for 60 s; timings below share the CPU with other work\n");
