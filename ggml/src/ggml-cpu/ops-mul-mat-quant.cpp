@@ -179,11 +179,12 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
 
     // Phase 1: quantize the activation rows (row r = i1 + M * (i2 + B2 * i3)).
     {
-        const size_t xs_max = std::max(act_stride(tr, nullptr, K), act_stride(tr, ggml_cpu_quant_dot_fast(a->type), K));
-        char *       mine   = wbase + (size_t) n_act_rows * xs_max + (size_t) ith * (gather_bytes(b) + std_act_bytes(tr, K));
-        float *      gather = needs_gather(b) ? (float *) mine : nullptr;
-        char *       std_row = mine + gather_bytes(b);
-        int64_t r0, r1;
+        // per-thread scratch after the rows, laid out as ggml_cpu_mul_mat_quant_work_size counts it
+        const size_t xs_max  = std::max(act_stride(tr, nullptr, K), act_stride(tr, ggml_cpu_quant_dot_fast(a->type), K));
+        char *       mine    = wbase + (size_t) n_act_rows * xs_max + (size_t) ith * (gather_bytes(b) + std_act_bytes(tr, K));
+        float *      gather  = needs_gather(b) ? (float *) mine : nullptr;
+        char *       std_row = mine + gather_bytes(b); // reference-layout row before the fast kernel's repack
+        int64_t      r0, r1;
         ggml_cpu_split_range(n_act_rows, ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
@@ -205,9 +206,9 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
     }
 
     // Phase 2: blocks of the output.
-    const block_plan            p    = plan_blocks(N, M, B2 * B3, nth);
-    const int64_t               n_units = p.n_blocks * p.m_blocks * B2 * B3;
-    int64_t                     u0, u1;
+    const block_plan p       = plan_blocks(N, M, B2 * B3, nth);
+    const int64_t    n_units = p.n_blocks * p.m_blocks * B2 * B3;
+    int64_t          u0, u1;
     ggml_cpu_split_range(n_units, ith, nth, &u0, &u1);
 
     float acc[QMM_NB_MAX * QMM_MB_MAX];
