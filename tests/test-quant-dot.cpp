@@ -135,7 +135,8 @@ void fill_weights(operands & o, uint8_t fillb, int sc, int mn) {
                     s[j + 8] = (uint8_t) ((sc & 15) | ((mn & 15) << 4));
                 }
             } else if (o.type == GGML_TYPE_Q6_K) {
-                for (int j = 0; j < QK_K / 16; ++j) ((block_q6_K *) row)[i].scales[j] = (int8_t) (j % 2 ? sc : -sc);
+                // mixed signs that do not cancel over the super-block (the -32 offset term must show)
+                for (int j = 0; j < QK_K / 16; ++j) ((block_q6_K *) row)[i].scales[j] = (int8_t) (j % 3 ? sc : -sc);
             }
         }
         set_weight_scales(o.type, row, nblk, rng, true);
