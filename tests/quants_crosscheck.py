@@ -8,9 +8,11 @@ NAME.deq.f32 (our dequantization of them). This script checks, with gguf.quants:
   * for the types gguf can quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): its blocks of the same rows are
     byte-identical to ours (both follow upstream ggml's reference algorithms);
   * for every type gguf can dequantize (those and Q2_K..Q6_K): its dequantization of OUR blocks is
-    bit-identical to ours.
+    bit-identical to ours;
+  * for the K-quants, which gguf cannot quantize (Q2_K..Q6_K, Q8_K): our blocks are byte-identical
+    to quants_kquant_ref.py, an independent numpy transcription of upstream's reference quantizers.
 
-Q8_1 and Q8_K (activation-only types) are unknown to gguf.quants; they are listed as not checked.
+Q8_1 is unknown to both; it is listed as not checked.
 Exit status: 0 when everything matches, 1 on a mismatch, 2 when numpy/gguf are missing or the input
 is malformed. The last line is a summary that test-quants also checks (so a run that checks nothing
 cannot pass).
@@ -49,7 +51,12 @@ def main():
     except (OSError, ValueError, IndexError) as e:
         fail_setup(f"cannot read the input in {d}: {e}")
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    import quants_kquant_ref
+
     problems = []
+    kref_ok = []
     quantized_ok = []
     dequantized_ok = []
     not_checked = []
@@ -88,16 +95,31 @@ def main():
             else:
                 dequantized_ok.append(name)
             checked = True
+        if name in quants_kquant_ref.QUANTIZERS:
+            theirs = quants_kquant_ref.quantize_rows(name, rows)
+            bad = np.argwhere(theirs != ours)
+            if bad.size:
+                r, c = bad[0]
+                tsz = ours.shape[1] * 256 // ncols
+                b = c // tsz
+                problems.append(
+                    f"{name}: {len(bad)} bytes differ from quants_kquant_ref; first at row {r} block {b} byte {c % tsz}: "
+                    f"ours {ours[r, c]:#04x} ref {theirs[r, c]:#04x}"
+                )
+            else:
+                kref_ok.append(name)
+            checked = True
         if not checked:
             not_checked.append(name)
 
     for p in problems:
         print(f"quants_crosscheck: MISMATCH {p}")
-    print(f"quants_crosscheck: not checked (unknown to gguf.quants): {' '.join(not_checked) or '-'}")
+    print(f"quants_crosscheck: not checked (no reference for it): {' '.join(not_checked) or '-'}")
     print(
         f"quants_crosscheck: {'FAILED' if problems else 'OK'}: {nrows} rows x {ncols}; "
         f"quantize-identical {len(quantized_ok)} types ({' '.join(quantized_ok)}); "
-        f"dequantize-identical {len(dequantized_ok)} types ({' '.join(dequantized_ok)})"
+        f"dequantize-identical {len(dequantized_ok)} types ({' '.join(dequantized_ok)}); "
+        f"kquant-ref-identical {len(kref_ok)} types ({' '.join(kref_ok)})"
     )
     sys.exit(1 if problems else 0)
 

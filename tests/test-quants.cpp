@@ -1,7 +1,8 @@
 // test-quants.cpp — the block-quantized types' reference code (ggml/src/ggml-quants.cpp) and their
 // traits: hand-computed blocks, round-trip error bounds, idempotence, the reference dot products
 // against the dot of the dequantized rows, ggml_quantize_chunk, ggml_validate_row_data, and the
-// cross-check with the Python `gguf` package (tests/quants_crosscheck.py).
+// cross-check with the Python `gguf` package and, for the K-quant quantizers gguf lacks, with an
+// independent numpy transcription (tests/quants_crosscheck.py, tests/quants_kquant_ref.py).
 //
 // Built with -ffp-contract=off like the library file, so the expected values computed here round
 // after every operation as the code under test does.
@@ -559,6 +560,27 @@ TEST(QuantsRoundTrip, ErrorWithinStatedBound) {
     }
 }
 
+// NaN and infinities from outside quantize without undefined behaviour (the sanitizer build runs
+// this) and stay in their own block: every other block still meets its bound.
+TEST(QuantsRoundTrip, NonFiniteInputsStayInTheirBlock) {
+    for (ggml_type t : k_all_types) {
+        const int64_t bs = ggml_blck_size(t);
+        for (float bad : {NAN, INFINITY, -INFINITY}) {
+            SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + std::to_string(bad));
+            auto x = make_row(row_kind::normal, 512, 21u);
+            x[3]   = bad;
+            x[bs + 5] = bad; // blocks 0 and 1 hold a non-finite value
+            const auto y = dequantize(t, quantize(t, x));
+            for (int64_t b = 2; b < 512 / bs; b++) {
+                const double bound = roundtrip_bound(t, x.data() + b * bs, (int) bs);
+                for (int64_t j = 0; j < bs; j++) {
+                    ASSERT_LE(std::fabs((double) x[b * bs + j] - y[b * bs + j]), bound) << "block " << b;
+                }
+            }
+        }
+    }
+}
+
 // Symmetric types: the largest element maps to an extreme quant whose value, requantized, gives back
 // exactly the same half scale, and every other value lands back on its own quant.
 TEST(QuantsRoundTrip, IdempotentWhereTheFormatGuaranteesIt) {
@@ -811,11 +833,13 @@ TEST(QuantsPython, CrossCheckWithGguf) {
     std::string out;
     const int   rc = run_capture(python() + " " + sh_quote(SD_QUANTS_CROSSCHECK_PY) + " " + sh_quote(d.path()), out);
     EXPECT_EQ(rc, 0) << out;
-    // the summary proves the checks ran: 5 types quantized identically, 10 dequantized identically
+    // the summary proves the checks ran: 5 types quantized identically by gguf, 10 dequantized
+    // identically by gguf, 6 K-quant types quantized identically by the numpy transcription
     EXPECT_NE(out.find("quantize-identical 5 types (q4_0 q4_1 q5_0 q5_1 q8_0)"), std::string::npos) << out;
     EXPECT_NE(out.find("dequantize-identical 10 types (q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K)"),
               std::string::npos)
         << out;
+    EXPECT_NE(out.find("kquant-ref-identical 6 types (q2_K q3_K q4_K q5_K q6_K q8_K)"), std::string::npos) << out;
     std::printf("%s", out.c_str());
 }
 

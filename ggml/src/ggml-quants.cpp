@@ -2,10 +2,10 @@
 // reference algorithms), dequantizers, and the portable dot products mul_mat is defined by.
 //
 // Exactness: the quantizers reproduce upstream's quantize_row_*_ref step by step (same float
-// operations in the same order), so blocks are bit-identical to upstream's and to the Python
-// `gguf` package's. This file is compiled with -ffp-contract=off (ggml/CMakeLists.txt): an FMA
-// contracted from a*b + c rounds once instead of twice and would change blocks and dequantized
-// values. Where upstream's C converts an out-of-range or non-finite float to an integer (undefined
+// operations in the same order), so blocks are bit-identical to upstream's reference built without
+// FMA contraction (test-quants checks Q4_0..Q8_0 against the Python `gguf` package and the K-quants
+// against a numpy transcription). This file is compiled with -ffp-contract=off (ggml/CMakeLists.txt):
+// an FMA contracted from a*b + c rounds once instead of twice and changes K-quant blocks. Where upstream's C converts an out-of-range or non-finite float to an integer (undefined
 // behaviour; x86 yields 0 after truncation to a byte), this code returns 0 explicitly, which is also
 // what numpy yields for the gguf package, so every block stays deterministic.
 //
