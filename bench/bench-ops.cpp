@@ -1,8 +1,9 @@
 // bench-ops: times single ops of the DiT workloads on the CPU backend and reports each against a
 // baseline measured in the same process: memory-bound ops against a multi-threaded memcpy of the
 // same number of bytes (read + write), GEMMs as GFLOP/s against OpenBLAS sgemm on the same thread
-// count (when bench-ops was built with OpenBLAS), and F16/BF16 weights also against our own F32
-// GEMM of the same shape.
+// count (when bench-ops was built with OpenBLAS), and F16/BF16 and block-quantized weights (Q8_0 ...
+// Q6_K, activations quantized inside the op as upstream does) also against our own F32 GEMM of the
+// same shape.
 //
 // Shapes (../shared/reference/dit-workloads.md): hidden 3072 (Flux) / 6144 (Krea2), 1024 tokens,
 // attention D=128 with 24 heads.
@@ -95,7 +96,19 @@ struct op_case {
     std::string compare_key;   // name + shape of an earlier case to compare with (a second row)
     std::string compare_label; // what that comparison is, e.g. "our mul_mat_f32"
     int64_t     blas_K = 0, blas_N = 0, blas_M = 0; // mul_mat cases: shape for the OpenBLAS baseline
+    bool        once = false; // timed once (the portable quantized kernels: minutes per run at DiT sizes)
 };
+
+// Whether the CPU backend runs MUL_MAT with `wt` weights on a portable kernel here (what
+// ggml_backend_cpu_node_kernel says for such a node; no data needed).
+bool portable_mul_mat(ggml_type wt, int64_t K) {
+    ggml_init_params ip  = {ggml_tensor_overhead() * 4, nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    ggml_tensor *    mm  = ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, wt, K, 8), ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, 8));
+    const bool       p   = strncmp(ggml_backend_cpu_node_kernel(nullptr, mm), "portable", 8) == 0;
+    ggml_free(ctx);
+    return p;
+}
 
 void fill_random(ggml_tensor * t, std::mt19937 & rng) {
     const int64_t               n = ggml_nelements(t);
@@ -112,7 +125,14 @@ void fill_random(ggml_tensor * t, std::mt19937 & rng) {
             for (int64_t i = 0; i < n; ++i) p[i] = (int32_t) (i % 4096);
             break;
         }
-        default: fprintf(stderr, "bench-ops: no random fill for type %s\n", ggml_type_name(t->type)); exit(1);
+        default:
+            if (ggml_is_quantized(t->type) && t->ne[0] % ggml_blck_size(t->type) == 0) {
+                // the reference quantizer, rows of ne0 (weights are contiguous)
+                ggml_quantize_chunk(t->type, f.data(), bytes.data(), 0, n / t->ne[0], t->ne[0], nullptr);
+                break;
+            }
+            fprintf(stderr, "bench-ops: no random fill for type %s\n", ggml_type_name(t->type));
+            exit(1);
     }
     ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
 }
@@ -185,8 +205,24 @@ std::vector<op_case> make_cases(bool smoke) {
                                                                     {12288, 3072, 1024},
                                                                     {6144, 6144, 1024}};
     for (auto g : gemms) {
-        for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        // block-quantized weights (issue 14): activations quantized to the dot type inside the op
+        for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                             GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                             GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
+            // quantized weights at the square DiT shapes (3072 and 6144 wide, 1024 rows): the types
+            // without a fast kernel run the portable reference dot product at ~1-10 GFLOP/s
+            if (ggml_is_quantized(wt) && ((g.K != g.N && !smoke) || g.K % ggml_blck_size(wt) != 0)) continue;
+            // types without a fast kernel: once, at the first (3072-wide) shape only
+            const bool slow = ggml_is_quantized(wt) && portable_mul_mat(wt, g.K);
+            if (slow && !smoke && g.K != gemms[0].K) continue;
+            if (ggml_get_type_traits(wt)->type_name == nullptr) {
+                if (g.K == gemms[0].K && g.N == gemms[0].N) {
+                    fprintf(stderr, "bench-ops: weight type %d not implemented in this build: no mul_mat row\n", (int) wt);
+                }
+                continue;
+            }
             op_case c;
+            c.once  = slow;
             c.name  = std::string("mul_mat_") + ggml_type_name(wt);
             c.shape = "K,N,M=" + std::to_string(g.K) + "," + std::to_string(g.N) + "," + std::to_string(g.M);
             c.k     = op_case::GEMM;
@@ -370,7 +406,7 @@ bool time_case(ggml_backend_t backend, const op_case & c, const options & o, std
         r.shape  = c.shape;
         r.kernel = kernels_of(backend, gf);
         auto run = [&] { ok = ok && ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS; };
-        r.t      = bench::time_it(run, o.smoke ? 1 : 3, o.min_time_s, o.smoke ? 1 : 1000);
+        r.t      = c.once ? bench::time_it(run, 1, 0.0, 1) : bench::time_it(run, o.smoke ? 1 : 3, o.min_time_s, o.smoke ? 1 : 1000);
         if (!ok) fprintf(stderr, "bench-ops: %s: graph compute failed\n", c.name.c_str());
         if (c.k == op_case::GEMM) {
             r.work = c.flops;
@@ -443,8 +479,11 @@ int calibrate(ggml_backend_t backend, const options & o) {
            ggml_cpu_model_name(), vendor, family_id, model, (int) bf16, (int) amx, ggml_backend_cpu_get_n_threads(backend),
            ggml_cpu_kernel_table_row());
     printf("calibrate: kernel-table row for this CPU (ggml/src/ggml-cpu/kernel-choice.cpp, k_table):\n");
-    printf("    {\"%s\", \"%s\", 0x%x, %s, %d, {ggml_cpu_kernel::%s, ggml_cpu_kernel::%s}},\n", ggml_cpu_model_name(),
-           vendor, family_id, bf16 ? "true" : "false", (int) amx, fams[0].chosen.c_str(), fams[1].chosen.c_str());
+    // mul_mat_quant is not timed here: vnni (integer dot products) wherever AVX512-VNNI exists; the
+    // plain rows of bench-ops show its rate against our F32 GEMM
+    printf("    {\"%s\", \"%s\", 0x%x, %s, %d, {ggml_cpu_kernel::%s, ggml_cpu_kernel::%s, ggml_cpu_kernel::%s}},\n",
+           ggml_cpu_model_name(), vendor, family_id, bf16 ? "true" : "false", (int) amx, fams[0].chosen.c_str(),
+           fams[1].chosen.c_str(), ggml_cpu_has_avx512_vnni() ? "vnni" : "vecdot");
     return 0;
 }
 
@@ -464,8 +503,9 @@ int main(int argc, char ** argv) {
     const int n_threads = ggml_backend_cpu_get_n_threads(backend);
 
     printf("bench-ops: CPU backend, %d threads%s\n", n_threads, o.smoke ? ", smoke sizes" : "");
-    printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", ggml_cpu_model_name(),
+    printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s mul_mat_quant=%s%s\n", ggml_cpu_model_name(),
            ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
+           ggml_cpu_get_kernel("mul_mat_quant"),
            getenv("GGML_CPU_KERNEL") && *getenv("GGML_CPU_KERNEL") ? " (GGML_CPU_KERNEL set)" : "");
     if (o.cpu_time) {
         bench::set_cpu_clock(n_threads);

@@ -23,6 +23,7 @@ const std::vector<op_case> & all_cases() {
         add_norm_cases(cl);
         add_matmul_cases(cl);
         add_copy_cases(cl);
+        add_quant_cases(cl);
         add_rope_cases(cl);
         add_attention_cases(cl);
         add_layout_cases(cl);

@@ -9,9 +9,8 @@
 //     plus F32 summation error; 2^-8 leaves a factor 2 of margin. (Relative to |result| this is the
 //     familiar ~2^-9 * sqrt(K) random-walk error for random signs; the bound here needs no K factor
 //     because it scales with sum |a_k b_k|.)
-//   mul_mat with Q8_0 weights: as F32 (1e-5 * sum_k |a_k b_k|): the weights dequantize exactly and
-//     the CPU backend keeps the activations in F32. (Upstream's CPU backend quantises activations
-//     to Q8_0, an error of up to ~1.5e-2 * sum_k |a_k b_k|; a backend doing that needs its own bound.)
+//   mul_mat with block-quantized weights (Q8_0 included): backend-ops-cases-quant.cpp (the CPU
+//     backend quantizes the activations to the weight type's dot type, as upstream does).
 //   copies/conversions: exact (F16/BF16 round-to-nearest-even, F32->I32 truncates); F32->Q8_0
 //     within one quantisation step of the reference quantiser.
 //   get_rows: exact.
@@ -64,12 +63,11 @@ void add_matmul_cases(case_list & cl) {
         {1, 1, 1}, {7, 3, 1}, {8, 8, 8}, {33, 17, 1}, {33, 17, 5}, {65, 33, 9}, {37, 5, 1},
         {127, 3, 127}, {256, 64, 16}, {64, 65, 33}, {4096, 16, 4}, {96, 7, 2},
     };
-    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0})
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16})
     for (const kmn & s : sizes) {
-        if (t == GGML_TYPE_Q8_0 && s.K % 32) continue;
         add_mul_mat(cl, t, s.K, s.N, s.M, 1, 1, 1, 1, layout::cont, layout::cont);
     }
-    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0}) {
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
         const int64_t K = 64;
         // broadcast of a over b's batch dims (block repeat), GQA-like, both dims
         add_mul_mat(cl, t, K, 9, 5, 1, 1, 3, 2, layout::cont, layout::cont);
@@ -77,14 +75,6 @@ void add_matmul_cases(case_list & cl) {
         add_mul_mat(cl, t, K, 9, 5, 2, 3, 4, 3, layout::cont, layout::cont);
         add_mul_mat(cl, t, K, 9, 5, 2, 1, 4, 2, layout::cont, layout::cont);
         add_mul_mat(cl, t, K, 9, 1, 2, 2, 4, 4, layout::cont, layout::cont);
-        if (t == GGML_TYPE_Q8_0) {
-            // a quantized weight row cannot start inside a block (no padded view of it); permuted
-            // weights and strided activations are fine
-            add_mul_mat(cl, t, 64, 9, 5, 2, 1, 4, 1, layout::perm12, layout::cont);
-            add_mul_mat(cl, t, 96, 9, 5, 1, 1, 3, 1, layout::cont, layout::pad);
-            add_mul_mat(cl, t, 64, 9, 5, 2, 1, 2, 1, layout::perm12, layout::perm12);
-            continue;
-        }
         // non-contiguous operands: padded rows, permuted weight, transposed/permuted activations
         add_mul_mat(cl, t, 33, 9, 5, 2, 1, 2, 1, layout::pad, layout::cont);
         add_mul_mat(cl, t, 33, 9, 5, 2, 1, 4, 1, layout::perm12, layout::cont);
@@ -101,7 +91,6 @@ void add_matmul_cases(case_list & cl) {
     add_mul_mat(cl, GGML_TYPE_F32, 512, 256, 64, 1, 1, 1, 1, layout::cont, layout::cont);
     add_mul_mat(cl, GGML_TYPE_F16, 512, 256, 64, 1, 1, 1, 1, layout::cont, layout::cont);
     add_mul_mat(cl, GGML_TYPE_BF16, 1152, 128, 17, 1, 1, 1, 1, layout::cont, layout::cont);
-    add_mul_mat(cl, GGML_TYPE_Q8_0, 1152, 128, 17, 1, 1, 1, 1, layout::cont, layout::cont);
     add_mul_mat(cl, GGML_TYPE_F32, 8192, 8, 3, 1, 1, 1, 1, layout::cont, layout::cont);
 
     // Edges of the fast x86 paths (ops-mul-mat-x86.cpp): micro-tiles of 14 rows (M) x 32 columns

@@ -30,5 +30,6 @@ void add_attention_cases(case_list & cl);
 void add_layout_cases(case_list & cl);      // concat, pad, repeat, arange, timestep, custom, view chains
 void add_client_cases(case_list & cl);      // clamp..cos, reductions, sorting, masks, acc/set, roll, ids, set_rows, maps
 void add_conv_cases(case_list & cl);        // im2col, convolutions, pools, upscale, group/l2 norm, circular pad
+void add_quant_cases(case_list & cl);       // block-quantized types: mul_mat, get_rows, cpy (issue 14)
 
 } // namespace bops

@@ -116,6 +116,20 @@ static double decode(ggml_type type, const uint8_t * p, int64_t i_in_block) {
     GGML_ABORT("test harness: cannot decode type %s", ggml_type_name(type));
 }
 
+// Other block-quantized types (Q4_0 ... Q6_K): the library's reference dequantizer, one block at a
+// time (test-quants checks it bit for bit against hand-computed blocks and the gguf package).
+static bool decode_block_type(ggml_type type) {
+    return type != GGML_TYPE_Q8_0 && ggml_blck_size(type) > 1 && ggml_get_type_traits(type)->to_float;
+}
+
+static double decode_block(ggml_type type, const uint8_t * block, int64_t i_in_block) {
+    float buf[256];
+    const int64_t bs = ggml_blck_size(type);
+    GGML_ASSERT(bs <= 256);
+    ggml_get_type_traits(type)->to_float(block, buf, bs);
+    return buf[i_in_block];
+}
+
 dense read_tensor(const ggml_tensor * t) {
     dense                out(t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
     const size_t         nbytes = ggml_nbytes(t);
@@ -127,7 +141,8 @@ dense read_tensor(const ggml_tensor * t) {
     for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
     for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
         const size_t off = (i0 / bs) * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-        out.at(i0, i1, i2, i3) = decode(t->type, buf.data() + off, i0 % bs);
+        out.at(i0, i1, i2, i3) = decode_block_type(t->type) ? decode_block(t->type, buf.data() + off, i0 % bs)
+                                                            : decode(t->type, buf.data() + off, i0 % bs);
     }
     return out;
 }
@@ -157,6 +172,16 @@ static void write_input(ggml_tensor * t, const fill & f, std::mt19937 & rng) {
             for (int64_t r = 0; r < n / t->ne[0]; r++)
                 encode_q8_0_row(&v[r * t->ne[0]], t->ne[0], bytes.data() + r * t->nb[1]);
             break;
+        case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q2_K:
+        case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K: {
+            // the library's reference quantizer, row by row (inputs are fresh contiguous tensors)
+            std::vector<float> row((size_t) t->ne[0]);
+            for (int64_t r = 0; r < n / t->ne[0]; r++) {
+                for (int64_t i = 0; i < t->ne[0]; i++) row[i] = (float) v[r * t->ne[0] + i];
+                ggml_quantize_chunk(t->type, row.data(), bytes.data() + r * t->nb[1], 0, 1, t->ne[0], nullptr);
+            }
+            break;
+        }
         default:
             for (int64_t i = 0; i < n; i++) {
                 uint8_t * p = bytes.data() + i * ts;

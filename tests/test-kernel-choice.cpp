@@ -217,3 +217,52 @@ TEST(KernelChoiceEnv, GGML_CPU_KERNEL_sets_the_choice_and_a_bad_value_is_reporte
 }
 
 } // namespace
+
+// Quantized weights (issue 14): mul_mat_quant chooses between the AVX512-VNNI tiles and the portable
+// vec_dot_ref per output; both compute the same integer block sums, so their results agree to F32
+// summation order, and each is reported for the node.
+TEST(KernelChoiceQuant, mul_mat_quant_follows_the_override) {
+    struct restore {
+        ~restore() { if (!ggml_cpu_set_kernel_override(getenv("GGML_CPU_KERNEL"))) ggml_cpu_set_kernel_override(nullptr); }
+    } guard;
+    one_op        g;
+    const int64_t K = 512, N = 70, M = 40;
+    ggml_tensor * w = ggml_new_tensor_2d(g.ctx, GGML_TYPE_Q4_K, K, N); // filled below (finish fills floats only)
+    ggml_tensor * x = g.in(GGML_TYPE_F32, K, M);
+    g.finish(ggml_mul_mat(g.ctx, w, x));
+    {
+        std::mt19937                          rng(3);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float>                    f(K * N);
+        for (float & v : f) v = u(rng);
+        std::vector<uint8_t> q(ggml_nbytes(w));
+        ggml_quantize_chunk(GGML_TYPE_Q4_K, f.data(), q.data(), 0, N, K, nullptr);
+        ggml_backend_tensor_set(w, q.data(), 0, q.size());
+    }
+    std::vector<std::string> ks = {"vecdot"};
+    if (ggml_cpu_has_avx512_vnni()) ks.push_back("vnni");
+    std::vector<std::vector<float>> results;
+    for (const std::string & k : ks) {
+        ASSERT_TRUE(ggml_cpu_set_kernel_override(("mul_mat_quant=" + k).c_str()));
+        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), k.c_str());
+        EXPECT_EQ(kernel_of(g), k == "vnni" ? "avx512 vnni q4_K" : "portable vec_dot_ref");
+        results.push_back(g.run());
+    }
+    if (results.size() == 2) {
+        for (size_t i = 0; i < results[0].size(); ++i) {
+            EXPECT_NEAR(results[0][i], results[1][i], 1e-5 * (1 + std::fabs(results[0][i]))) << i;
+        }
+    }
+    // use_ref forces the portable kernel whatever the choice
+    ggml_backend_cpu_set_use_ref(g.be, true);
+    EXPECT_EQ(kernel_of(g), "portable vec_dot_ref");
+
+    // a bare kernel name applies to the families it belongs to; kernels of another family are refused
+    ASSERT_TRUE(ggml_cpu_set_kernel_override("vecdot"));
+    EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "vecdot");
+    ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vecdot,mul_mat_bf16=auto"));
+    for (const char * bad : {"mul_mat_quant=f32fma", "mul_mat_bf16=vnni", "flash_attn=vecdot", "mul_mat_quant=bf16dot"}) {
+        EXPECT_FALSE(ggml_cpu_set_kernel_override(bad)) << bad;
+        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "vecdot") << bad;
+    }
+}

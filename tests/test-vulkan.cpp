@@ -40,6 +40,11 @@ const expected_decline k_expected_declines[] = {
     {"custom", "CPU callbacks (GGML_OP_CUSTOM) run only on the CPU"},
     {"q8_0", "no quantized types in the Vulkan shaders yet"},
     {"Q8_0", "no quantized types in the Vulkan shaders yet"},
+    {"q4_0", "no quantized types in the Vulkan shaders yet"}, {"q4_1", "no quantized types in the Vulkan shaders yet"},
+    {"q5_0", "no quantized types in the Vulkan shaders yet"}, {"q5_1", "no quantized types in the Vulkan shaders yet"},
+    {"q2_K", "no quantized types in the Vulkan shaders yet"}, {"q3_K", "no quantized types in the Vulkan shaders yet"},
+    {"q4_K", "no quantized types in the Vulkan shaders yet"}, {"q5_K", "no quantized types in the Vulkan shaders yet"},
+    {"q6_K", "no quantized types in the Vulkan shaders yet"},
 };
 
 // Ops the Vulkan backend has no shader for (or only some modes of), by the op of the node the

@@ -126,14 +126,16 @@ GGML_API void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n)
 
 // Kernel choice per op family (docs/architecture.md, "Kernel choice"): where two kernels with the
 // same semantics exist, a table of measured CPUs picks one. spec: NULL, "" or "auto" restores the
-// table's choice; a kernel name forces it for every family; "FAMILY=KERNEL,..." per family.
-// FAMILY: mul_mat_bf16 (BF16-weight GEMM), flash_attn (F16/BF16 K/V, GGML_PREC_DEFAULT);
-// KERNEL: f32fma (widened to F32, FMA), bf16dot (rounded to BF16, vdpbf16ps), auto.
+// table's choice; a kernel name forces it for every family it is a kernel of; "FAMILY=KERNEL,..."
+// per family. FAMILY: mul_mat_bf16 (BF16-weight GEMM), flash_attn (F16/BF16 K/V, GGML_PREC_DEFAULT)
+// with KERNEL f32fma (widened to F32, FMA) or bf16dot (rounded to BF16, vdpbf16ps); mul_mat_quant
+// (block-quantized weights) with KERNEL vnni (AVX512-VNNI tiles) or vecdot (portable reference
+// dot products); auto for any family.
 // The environment variable GGML_CPU_KERNEL takes the same syntax (read once, at first use).
 // Process-wide; call it between computations. Returns false and changes nothing for a spec it
 // cannot parse or a kernel this CPU cannot run.
 GGML_API bool         ggml_cpu_set_kernel_override(const char * spec);
-// The kernel a family uses now ("f32fma", "bf16dot"); NULL for an unknown family.
+// The kernel a family uses now ("f32fma", "bf16dot", "vnni", "vecdot"); NULL for an unknown family.
 GGML_API const char * ggml_cpu_get_kernel(const char * family);
 // Name of the kernel-table row that matched this CPU ("default (no measured row)" if none did).
 GGML_API const char * ggml_cpu_kernel_table_row(void);
@@ -144,7 +146,8 @@ GGML_API const char * ggml_cpu_model_name(void);
 GGML_API void         ggml_cpu_get_identity(char vendor[13], unsigned * family, unsigned * model, bool * avx512_bf16,
                                             bool * amx_bf16);
 // Which kernel the CPU backend runs for this node now, e.g. "avx512 bf16dot", "avx512 f32fma",
-// "portable" (MUL_MAT and FLASH_ATTN_EXT are specific; other ops say "default" or "portable").
+// "avx512 vnni q4_K", "portable vec_dot_ref" (quantized weights), "portable" (MUL_MAT and
+// FLASH_ATTN_EXT are specific; other ops say "default" or "portable").
 GGML_API const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu, const struct ggml_tensor * node);
 
 #ifdef __cplusplus

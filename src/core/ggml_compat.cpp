@@ -64,7 +64,7 @@ int sd_cpu_backend_n_threads(ggml_backend_t) { return GGML_DEFAULT_N_THREADS; }
 const char * sd_cpu_model_name(void) { return "unknown (upstream ggml build)"; }
 const char * sd_cpu_kernel_table_row(void) { return "none (upstream ggml build)"; }
 const char * sd_cpu_get_kernel(const char *) { return "upstream"; }
-const char * sd_cpu_node_kernel(ggml_backend_t, const struct ggml_tensor *) { return nullptr; }
+const char * sd_cpu_node_kernel(ggml_backend_t, const struct ggml_tensor *) { return "upstream"; }
 
 struct ggml_tensor * sd_rope_apply(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *, int) {
     return unavailable(SD_OP_ROPE_APPLY, "the RoPE operator", "build RoPE as the plain op chain");

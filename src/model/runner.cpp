@@ -270,8 +270,9 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
         row.step          = -1;
         // the CPU backend's own choice for the ops with interchangeable kernels (which GEMM or
         // flash-attention kernel a native node runs), so a timing names what produced it
-        if (be == backend_ && (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT))
-            row.kernel = sd_cpu_node_kernel(backend_, t);
+        if (be == backend_ && (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT)) {
+            if (const char * k = sd_cpu_node_kernel(backend_, t)) row.kernel = k;
+        }
         if (sd_node_is_quantize_i8_convrot(t)) p.n_quantize++;
     }
     p.n_steps = sd_sched_n_steps(sched_);

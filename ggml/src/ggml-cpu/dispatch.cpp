@@ -7,6 +7,7 @@
 
 #include "cpu-ops.h"
 #include "ggml-ext-impl.h"
+#include "ops-row.h" // GGML_CPU_CHUNK: the copy kernels convert one block at a time through it
 
 namespace {
 
@@ -17,6 +18,12 @@ inline bool is_float_type(ggml_type t) {
 // types the copy kernel converts through float
 inline bool is_convertible_type(ggml_type t) {
     return is_float_type(t) || t == GGML_TYPE_I8 || t == GGML_TYPE_I16 || t == GGML_TYPE_I32;
+}
+
+// an implemented block-quantized type (Q8_0, Q4_K, ...; declared-only types have no name)
+inline bool is_block_type(ggml_type t) {
+    const ggml_type_traits * tr = ggml_get_type_traits(t);
+    return tr->type_name != nullptr && tr->blck_size > 1 && tr->blck_size <= GGML_CPU_CHUNK;
 }
 
 // rows of one element have no meaningful stride
@@ -31,8 +38,9 @@ bool dup_supported(const ggml_tensor * dst) {
     const ggml_type td = dst->type;
     if (ts == td) return ggml_get_type_traits(ts)->type_name != nullptr; // raw byte copy
     if (is_convertible_type(ts) && is_convertible_type(td)) return true;
-    if (td == GGML_TYPE_Q8_0 && is_float_type(ts)) return true;
-    if (ts == GGML_TYPE_Q8_0 && is_float_type(td)) return true;
+    // block-quantized <-> F32/F16/BF16 through the type's reference quantizer / dequantizer
+    if (is_block_type(td) && is_float_type(ts)) return ggml_get_type_traits(td)->from_float_ref != nullptr;
+    if (is_block_type(ts) && is_float_type(td)) return ggml_get_type_traits(ts)->to_float != nullptr;
     return false;
 }
 
@@ -74,9 +82,10 @@ bool get_rows_supported(const ggml_tensor * dst) {
         case GGML_TYPE_F32:
         case GGML_TYPE_F16:
         case GGML_TYPE_BF16:
-        case GGML_TYPE_Q8_0: return dst->type == GGML_TYPE_F32;
         case GGML_TYPE_I32: return dst->type == GGML_TYPE_I32 || dst->type == GGML_TYPE_F32;
-        default: return false;
+        default:
+            // block-quantized rows, dequantized to F32 (as upstream)
+            return is_block_type(a->type) && ggml_get_type_traits(a->type)->to_float && dst->type == GGML_TYPE_F32;
     }
 }
 

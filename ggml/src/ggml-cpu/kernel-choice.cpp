@@ -7,6 +7,7 @@
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 #include "ops-fast.h"
+#include "ops-mul-mat-quant.h"
 #include "ops-mul-mat-x86.h"
 
 #include <atomic>
@@ -38,18 +39,21 @@ const table_row k_table[] = {
     // flash-attention kernel kept its operands in registers (loaded machine, CPU time / 2 threads,
     // best): bf16dot 35.2 ms = 366 GFLOP/s, f32fma 63.8 ms = 202 GFLOP/s, 86% of this CPU's FMA
     // peak (234): bf16dot stays 1.8x faster. Zen 4 is the only family 0x19 part with AVX512_BF16.
-    {"AMD Zen 4", "AuthenticAMD", 0x19, true, -1, {ggml_cpu_kernel::bf16dot, ggml_cpu_kernel::bf16dot}},
+    // mul_mat_quant: vnni, see the numbers in bench-ops (quantized weights, same-run ratio vs F32).
+    {"AMD Zen 4", "AuthenticAMD", 0x19, true, -1, {ggml_cpu_kernel::bf16dot, ggml_cpu_kernel::bf16dot, ggml_cpu_kernel::vnni}},
     // Intel Xeon with AVX512_BF16 and no AMX (issue 16, 2 threads): BF16 mul_mat with bf16dot
     // 164-168 GFLOP/s where F32 weights get 283-298 and F16 weights (widened to F32 while packing,
     // the f32fma kernel) 276-292; flash attention with bf16dot 156 GFLOP/s, slower than the unfused
     // chain. f32fma for flash attention follows from the same FMA-vs-vdpbf16ps rates (not timed there).
-    {"Intel AVX512_BF16 without AMX", "GenuineIntel", 0, true, 0, {ggml_cpu_kernel::f32fma, ggml_cpu_kernel::f32fma}},
+    // mul_mat_quant: vnni assumed (not measured there): vpdpbusd is Intel's own VNNI instruction.
+    {"Intel AVX512_BF16 without AMX", "GenuineIntel", 0, true, 0, {ggml_cpu_kernel::f32fma, ggml_cpu_kernel::f32fma, ggml_cpu_kernel::vnni}},
 };
 
 // CPUs no row matches (other Intel parts, Zen 5, unknown vendors): f32fma, the kernel whose speed
-// is our F32 GEMM's by construction, until a measured row says otherwise.
+// is our F32 GEMM's by construction, until a measured row says otherwise; quantized weights: vnni
+// wherever the CPU has AVX512-VNNI (else the portable vecdot, see ggml_cpu_kernel_for).
 const table_row k_default = {"default (no measured row)", nullptr, 0, false, -1,
-                             {ggml_cpu_kernel::f32fma, ggml_cpu_kernel::f32fma}};
+                             {ggml_cpu_kernel::f32fma, ggml_cpu_kernel::f32fma, ggml_cpu_kernel::vnni}};
 
 const table_row & matching_row() {
     static const table_row & row = []() -> const table_row & {
@@ -67,11 +71,14 @@ const table_row & matching_row() {
 }
 
 // -1: the table decides; else a forced ggml_cpu_kernel. Atomic: kernels read it on pool threads.
-std::atomic<int> g_forced[N_FAMILIES] = {{-1}, {-1}};
+std::atomic<int> g_forced[N_FAMILIES] = {{-1}, {-1}, {-1}};
+
+const ggml_cpu_kernel k_all_kernels[] = {ggml_cpu_kernel::f32fma, ggml_cpu_kernel::bf16dot, ggml_cpu_kernel::vnni,
+                                         ggml_cpu_kernel::vecdot};
 
 bool parse_kernel(const std::string & s, int & out) {
     if (s == "auto") { out = -1; return true; }
-    for (ggml_cpu_kernel k : {ggml_cpu_kernel::f32fma, ggml_cpu_kernel::bf16dot}) {
+    for (ggml_cpu_kernel k : k_all_kernels) {
         if (s == ggml_cpu_kernel_name(k)) {
             if (!ggml_cpu_kernel_runnable(k)) return false;
             out = (int) k;
@@ -93,19 +100,22 @@ bool parse_spec(const char * spec, int (&forced)[N_FAMILIES], std::string & err)
         const std::string item = s.substr(pos, end - pos);
         const size_t      eq   = item.find('=');
         if (eq == std::string::npos) {
-            // a bare kernel name applies to every family
+            // a bare kernel name applies to every family it is a kernel of ("auto": to all)
             int k;
             if (!parse_kernel(item, k)) { err = "unknown or unrunnable kernel '" + item + "'"; return false; }
-            for (int & v : forced) v = k;
+            for (int i = 0; i < N_FAMILIES; ++i)
+                if (k < 0 || ggml_cpu_kernel_in_family((ggml_cpu_kernel) k, (ggml_cpu_kernel_family) i)) forced[i] = k;
         } else {
             const std::string fam = item.substr(0, eq);
             int               fi  = -1;
             for (int i = 0; i < N_FAMILIES; ++i)
                 if (fam == ggml_cpu_kernel_family_name((ggml_cpu_kernel_family) i)) fi = i;
-            if (fi < 0) { err = "unknown op family '" + fam + "' (mul_mat_bf16, flash_attn)"; return false; }
+            if (fi < 0) { err = "unknown op family '" + fam + "' (mul_mat_bf16, flash_attn, mul_mat_quant)"; return false; }
             int k;
-            if (!parse_kernel(item.substr(eq + 1), k)) {
-                err = "unknown or unrunnable kernel '" + item.substr(eq + 1) + "' (f32fma, bf16dot, auto)";
+            if (!parse_kernel(item.substr(eq + 1), k) ||
+                (k >= 0 && !ggml_cpu_kernel_in_family((ggml_cpu_kernel) k, (ggml_cpu_kernel_family) fi))) {
+                err = "unknown or unrunnable kernel '" + item.substr(eq + 1) +
+                      "' (f32fma, bf16dot for mul_mat_bf16 and flash_attn; vnni, vecdot for mul_mat_quant; auto)";
                 return false;
             }
             forced[fi] = k;
@@ -143,7 +153,17 @@ void read_env_once() {
 bool ggml_cpu_kernel_runnable(ggml_cpu_kernel kernel) {
     const ggml_cpu_features & f    = ggml_cpu_get_features();
     const bool                base = f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c;
-    return kernel == ggml_cpu_kernel::bf16dot ? base && f.avx512_bf16 : base;
+    switch (kernel) {
+        case ggml_cpu_kernel::bf16dot: return base && f.avx512_bf16;
+        case ggml_cpu_kernel::vnni: return base && f.avx512_vnni;
+        case ggml_cpu_kernel::vecdot: return true; // portable C++
+        default: return base;
+    }
+}
+
+bool ggml_cpu_kernel_in_family(ggml_cpu_kernel kernel, ggml_cpu_kernel_family family) {
+    const bool quant_kernel = kernel == ggml_cpu_kernel::vnni || kernel == ggml_cpu_kernel::vecdot;
+    return quant_kernel == (family == ggml_cpu_kernel_family::mul_mat_quant);
 }
 
 ggml_cpu_kernel ggml_cpu_kernel_for(ggml_cpu_kernel_family family) {
@@ -151,17 +171,24 @@ ggml_cpu_kernel ggml_cpu_kernel_for(ggml_cpu_kernel_family family) {
     const int       forced = g_forced[(int) family].load(std::memory_order_relaxed);
     ggml_cpu_kernel k      = forced >= 0 ? (ggml_cpu_kernel) forced : matching_row().kernel[(int) family];
     if (k == ggml_cpu_kernel::bf16dot && !ggml_cpu_kernel_runnable(k)) k = ggml_cpu_kernel::f32fma;
+    if (k == ggml_cpu_kernel::vnni && !ggml_cpu_kernel_runnable(k)) k = ggml_cpu_kernel::vecdot;
     return k;
 }
 
 const char * ggml_cpu_kernel_name(ggml_cpu_kernel kernel) {
-    return kernel == ggml_cpu_kernel::bf16dot ? "bf16dot" : "f32fma";
+    switch (kernel) {
+        case ggml_cpu_kernel::bf16dot: return "bf16dot";
+        case ggml_cpu_kernel::vnni: return "vnni";
+        case ggml_cpu_kernel::vecdot: return "vecdot";
+        default: return "f32fma";
+    }
 }
 
 const char * ggml_cpu_kernel_family_name(ggml_cpu_kernel_family f) {
     switch (f) {
         case ggml_cpu_kernel_family::mul_mat_bf16: return "mul_mat_bf16";
         case ggml_cpu_kernel_family::flash_attn: return "flash_attn";
+        case ggml_cpu_kernel_family::mul_mat_quant: return "mul_mat_quant";
         default: return "?";
     }
 }
@@ -212,6 +239,9 @@ extern "C" const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu,
                       ggml_cpu_kernel_runnable(ggml_cpu_kernel::f32fma);
     switch (node->op) {
         case GGML_OP_MUL_MAT: {
+            if (ggml_cpu_mul_mat_quant_applies(node)) {
+                return ggml_cpu_mul_mat_quant_kernel(node, backend_cpu && ggml_backend_cpu_get_use_ref(backend_cpu));
+            }
             const char * k = fast ? ggml_cpu_mul_mat_x86_kernel(node) : nullptr;
             return k ? k : "portable";
         }

@@ -14,12 +14,16 @@
 enum class ggml_cpu_kernel_family : int {
     mul_mat_bf16 = 0, // MUL_MAT with BF16 weights (packed GEMM; M above the small-M threshold)
     flash_attn   = 1, // FLASH_ATTN_EXT with F16/BF16 K and V under GGML_PREC_DEFAULT
+    mul_mat_quant = 2, // MUL_MAT with block-quantized weights (ops-mul-mat-quant.cpp)
     count
 };
 
 enum class ggml_cpu_kernel : int {
     f32fma  = 0, // operands widened exactly to F32, AVX-512 FMA (exact products, F32 sums)
     bf16dot = 1, // operands rounded to BF16, vdpbf16ps (exact products of the rounded values, F32 sums)
+    // mul_mat_quant only: the same integer block sums either way, F32 scaling order differs
+    vnni    = 2, // AVX512-VNNI tiles (vpdpbusd), quant-dot-fast-avx512.cpp
+    vecdot  = 3, // the portable reference dot product per output (ggml-quants.h vec_dot_ref)
 };
 
 // The kernel the family uses now (override, else table), restricted to what this CPU can run
@@ -29,8 +33,12 @@ ggml_cpu_kernel ggml_cpu_kernel_for(ggml_cpu_kernel_family family);
 // Whether this CPU can run `kernel` at all (the harness forces every kernel that passes this).
 bool ggml_cpu_kernel_runnable(ggml_cpu_kernel kernel);
 
-const char * ggml_cpu_kernel_name(ggml_cpu_kernel kernel);         // "f32fma", "bf16dot"
-const char * ggml_cpu_kernel_family_name(ggml_cpu_kernel_family f); // "mul_mat_bf16", "flash_attn"
+// Whether `kernel` is one of `family`'s kernels (f32fma/bf16dot: mul_mat_bf16 and flash_attn;
+// vnni/vecdot: mul_mat_quant).
+bool ggml_cpu_kernel_in_family(ggml_cpu_kernel kernel, ggml_cpu_kernel_family family);
+
+const char * ggml_cpu_kernel_name(ggml_cpu_kernel kernel);         // "f32fma", "bf16dot", "vnni", "vecdot"
+const char * ggml_cpu_kernel_family_name(ggml_cpu_kernel_family f); // "mul_mat_bf16", "flash_attn", "mul_mat_quant"
 
 // Public queries and the override: ggml_cpu_set_kernel_override, ggml_cpu_get_kernel,
 // ggml_cpu_kernel_table_row, ggml_backend_cpu_node_kernel (ggml-cpu.h).

@@ -1,8 +1,9 @@
 // ops-mul-mat.cpp — portable MUL_MAT kernel: out[n, m] = sum_k a[k, n] * b[k, m] (facts 4.8).
 //
-// Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 (Q8_0 weights dequantized
-// to F32) and multiplied by F32 activations; everything accumulates in F32. Activations are never
-// rounded to F16/BF16 or quantized.
+// Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 and multiplied by F32
+// activations; everything accumulates in F32. Activations are never rounded to F16/BF16 here.
+// Block-quantized weights (Q8_0, Q4_K, ...) go to ops-mul-mat-quant.cpp, which quantizes the
+// activations to the weight type's dot type as upstream does.
 //
 // Structure: the output of each matrix pair is cut into blocks of (weight rows) x (activation
 // rows); threads take contiguous runs of blocks. Inside a block, K is walked in chunks so that a
@@ -16,6 +17,7 @@
 // activations are first widened to F32 in the work buffer so that they reach the fast path too.
 
 #include "cpu-ops.h"
+#include "ops-mul-mat-quant.h"
 #include "ops-mul-mat-x86.h"
 #include "portable-dot.h"
 
@@ -116,11 +118,12 @@ bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
     if (!a || !b) return false;
+    // block-quantized weights (Q8_0 included): activations quantized as upstream, ops-mul-mat-quant.cpp
+    if (ggml_cpu_mul_mat_quant_applies(dst)) return ggml_cpu_mul_mat_quant_supported(dst);
     auto float_type = [](enum ggml_type t) {
         return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
     };
-    // Q8_0 weights: dequantized per K chunk (whole blocks) on the portable path
-    const bool a_ok = float_type(a->type) || (a->type == GGML_TYPE_Q8_0 && a->ne[0] % QK8_0 == 0);
+    const bool a_ok = float_type(a->type);
     if (!a_ok || !float_type(b->type) || dst->type != GGML_TYPE_F32) return false;
     // rows packed (which also rules out a transposed a); a row of <= 1 element has no layout to check
     if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return false;
@@ -133,6 +136,7 @@ bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
 size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads) {
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
+    if (ggml_cpu_mul_mat_quant_applies(dst)) return ggml_cpu_mul_mat_quant_work_size(dst, n_threads);
     const size_t bytes    = src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
     const size_t portable = bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
     // use_ref is not known here, so room for whichever path runs
@@ -145,6 +149,10 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
 }
 
 void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    if (ggml_cpu_mul_mat_quant_applies(dst)) {
+        ggml_cpu_mul_mat_quant(params, dst);
+        return;
+    }
     if (!params->use_ref && ggml_cpu_mul_mat_x86_usable(dst)) {
         ggml_cpu_mul_mat_x86(params, dst);
         return;

@@ -1,0 +1,240 @@
+// ops-mul-mat-quant.cpp — MUL_MAT with block-quantized weights: out[n, m] = dot(a row n, b row m).
+//
+// Semantics (as upstream ggml's CPU backend): each activation row is quantized to the weight
+// type's vec_dot_type (Q8_0, Q8_1 or Q8_K) with the reference quantize_act, and each output is
+// that type's dot product (integer sums per block, scaled in F32). The portable path calls
+// vec_dot_ref per output (it IS the reference); the fast path (quant-dot-fast.h: AVX512-VNNI tiles)
+// computes the same integer sums and differs only in the order of the F32 scaling and sums.
+//
+// Phases: (1) the activation rows are quantized once into the work buffer, rows split over the
+// threads, then a barrier; (2) the output is cut into blocks of (weight rows) x (activation rows)
+// which the threads take in contiguous runs; a block's weight rows stay in cache while all its
+// activation rows pass.
+//
+// Work buffer: [quantized activation rows, each padded to 64 bytes][per-thread F32 row scratch].
+
+#include "ops-mul-mat-quant.h"
+
+#include "../ggml-quants.h"
+#include "kernel-choice.h"
+#include "ops-row.h"
+#include "quant-dot-fast.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace {
+
+constexpr size_t  QMM_ALIGN  = 64;
+constexpr int64_t QMM_NB_MAX = 16; // weight rows per block
+constexpr int64_t QMM_MB_MAX = 64; // activation rows per block
+
+inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+inline char * align_ptr(void * p) {
+    return (char *) (((uintptr_t) p + QMM_ALIGN - 1) & ~(uintptr_t) (QMM_ALIGN - 1));
+}
+
+// bytes of one quantized activation row as the reference quantizer writes it
+size_t std_act_bytes(const ggml_quant_dot_traits * tr, int64_t K) {
+    return align_up(ggml_row_size(tr->vec_dot_type, K), QMM_ALIGN);
+}
+
+// stride of the activation rows in the work buffer for the kernel that runs (fast: may be repacked)
+size_t act_stride(const ggml_quant_dot_traits * tr, const ggml_quant_dot_fast * fast, int64_t K) {
+    if (fast && fast->act_repack) return align_up(fast->act_row_bytes(K), QMM_ALIGN);
+    return std_act_bytes(tr, K);
+}
+
+// activation rows that are not packed F32 are gathered into a per-thread F32 row first
+bool needs_gather(const ggml_tensor * b) { return b->type != GGML_TYPE_F32 || b->nb[0] != sizeof(float); }
+
+size_t gather_bytes(const ggml_tensor * b) {
+    return needs_gather(b) ? align_up((size_t) b->ne[0] * sizeof(float), QMM_ALIGN) : 0;
+}
+
+const ggml_quant_dot_fast * fast_kernel(const ggml_tensor * a, bool use_ref) {
+    if (use_ref) return nullptr;
+    if (ggml_cpu_kernel_for(ggml_cpu_kernel_family::mul_mat_quant) != ggml_cpu_kernel::vnni) return nullptr;
+    return ggml_cpu_quant_dot_fast(a->type);
+}
+
+struct block_plan {
+    int64_t nb, mb, n_blocks, m_blocks;
+};
+
+// Shrink blocks until every thread has work (small M or N).
+block_plan plan_blocks(int64_t N, int64_t M, int64_t n_mats, int nth) {
+    block_plan p{QMM_NB_MAX, QMM_MB_MAX, 0, 0};
+    for (;;) {
+        p.n_blocks = (N + p.nb - 1) / p.nb;
+        p.m_blocks = (M + p.mb - 1) / p.mb;
+        if (p.n_blocks * p.m_blocks * n_mats >= 2 * (int64_t) nth) break;
+        if (p.mb > 4 && M > p.mb / 2) {
+            p.mb /= 2;
+        } else if (p.nb > 4 && N > p.nb / 2) {
+            p.nb /= 2;
+        } else {
+            break;
+        }
+    }
+    return p;
+}
+
+// The portable tile: vec_dot_ref per output.
+void ref_tile(const ggml_quant_dot_traits * tr, int64_t K, const char * w, size_t w_stride, int nr, const char * x,
+              size_t x_stride, int nc, float * out, size_t ldo) {
+    for (int c = 0; c < nc; ++c) {
+        for (int r = 0; r < nr; ++r) {
+            tr->vec_dot_ref(K, &out[c * ldo + r], w + r * w_stride, x + c * x_stride);
+        }
+    }
+}
+
+} // namespace
+
+bool ggml_cpu_mul_mat_quant_applies(const struct ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    return a && ggml_blck_size(a->type) > 1;
+}
+
+bool ggml_cpu_mul_mat_quant_supported(const struct ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    if (!a || !b) return false;
+    const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(a->type);
+    if (!tr || !tr->quantize_act || !tr->vec_dot_ref) return false;
+    if (ggml_get_type_traits(a->type)->type_name == nullptr) return false;
+    if (a->ne[0] % ggml_blck_size(a->type) != 0) return false;
+    if (a->nb[0] != ggml_type_size(a->type)) return false; // packed rows (no transposed weights)
+    // F32 activations, as upstream (the kernel could gather F16/BF16 too, but no case checks it)
+    if (b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return false;
+    if (a->ne[0] != b->ne[0]) return false;
+    if (a->ne[2] == 0 || a->ne[3] == 0) return ggml_nelements(dst) == 0;
+    return b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;
+}
+
+// [activation rows][per thread: F32 gather row, reference-layout row (repacked from)]; use_ref and
+// the kernel choice are not known here, so room for either layout
+size_t ggml_cpu_mul_mat_quant_work_size(const struct ggml_tensor * dst, int n_threads) {
+    const ggml_tensor *           a  = dst->src[0];
+    const ggml_tensor *           b  = dst->src[1];
+    const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(a->type);
+    if (!tr) return 0;
+    const int64_t               rows   = b->ne[1] * b->ne[2] * b->ne[3];
+    const int64_t               K      = b->ne[0];
+    const size_t                stride = std::max(act_stride(tr, nullptr, K), act_stride(tr, ggml_cpu_quant_dot_fast(a->type), K));
+    return QMM_ALIGN + (size_t) rows * stride + (size_t) n_threads * (gather_bytes(b) + std_act_bytes(tr, K));
+}
+
+const char * ggml_cpu_mul_mat_quant_kernel(const struct ggml_tensor * dst, bool use_ref) {
+    const ggml_quant_dot_fast * f = fast_kernel(dst->src[0], use_ref);
+    return f ? f->name : "portable vec_dot_ref";
+}
+
+void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+
+    const int ith = params->ith;
+    const int nth = params->nth;
+
+    const int64_t K  = a->ne[0];
+    const int64_t N  = a->ne[1];
+    const int64_t A2 = a->ne[2];
+    const int64_t A3 = a->ne[3];
+    const int64_t M  = b->ne[1];
+    const int64_t B2 = b->ne[2];
+    const int64_t B3 = b->ne[3];
+
+    const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(a->type);
+    GGML_ASSERT(tr && tr->quantize_act && tr->vec_dot_ref && "mul_mat: no dot product for this weight type");
+    GGML_ASSERT(b->ne[0] == K && K % ggml_blck_size(a->type) == 0);
+    GGML_ASSERT(a->nb[0] == ggml_type_size(a->type) && "mul_mat: weight rows must be packed");
+    GGML_ASSERT(dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float));
+    GGML_ASSERT(dst->ne[0] == N && dst->ne[1] == M && dst->ne[2] == B2 && dst->ne[3] == B3);
+
+    if (N == 0 || M == 0 || B2 == 0 || B3 == 0) return;
+    GGML_ASSERT(A2 > 0 && A3 > 0 && B2 % A2 == 0 && B3 % A3 == 0);
+    const int64_t r2 = B2 / A2;
+    const int64_t r3 = B3 / A3;
+
+    if (K == 0) {
+        // no blocks: every dot product is 0
+        int64_t r0, r1;
+        ggml_cpu_split_range(M * B2 * B3, ith, nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
+            memset((char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3], 0, (size_t) N * sizeof(float));
+        }
+        return;
+    }
+
+    GGML_ASSERT(params->wsize >= ggml_cpu_mul_mat_quant_work_size(dst, nth) && "mul_mat: work buffer too small");
+    const ggml_quant_dot_fast * fast       = fast_kernel(a, params->use_ref);
+    const bool                  repack     = fast && fast->act_repack;
+    char *                      wbase      = align_ptr(params->wdata);
+    const size_t                xs         = act_stride(tr, fast, K);
+    const int64_t               n_act_rows = M * B2 * B3;
+
+    // Phase 1: quantize the activation rows (row r = i1 + M * (i2 + B2 * i3)).
+    {
+        // per-thread scratch after the rows, laid out as ggml_cpu_mul_mat_quant_work_size counts it
+        const size_t xs_max  = std::max(act_stride(tr, nullptr, K), act_stride(tr, ggml_cpu_quant_dot_fast(a->type), K));
+        char *       mine    = wbase + (size_t) n_act_rows * xs_max + (size_t) ith * (gather_bytes(b) + std_act_bytes(tr, K));
+        float *      gather  = needs_gather(b) ? (float *) mine : nullptr;
+        char *       std_row = mine + gather_bytes(b); // reference-layout row before the fast kernel's repack
+        int64_t      r0, r1;
+        ggml_cpu_split_range(n_act_rows, ith, nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
+            const char *  src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+            const float * row = (const float *) src;
+            if (gather) {
+                ggml_cpu_load_row(b->type, src, b->nb[0], K, gather);
+                row = gather;
+            }
+            if (repack) {
+                tr->quantize_act(row, std_row, K);
+                fast->act_repack(std_row, wbase + (size_t) r * xs, K);
+            } else {
+                tr->quantize_act(row, wbase + (size_t) r * xs, K);
+            }
+        }
+        // every thread must reach the barrier, so no early abort return before it
+        ggml_cpu_barrier(params);
+    }
+
+    // Phase 2: blocks of the output.
+    const block_plan p       = plan_blocks(N, M, B2 * B3, nth);
+    const int64_t    n_units = p.n_blocks * p.m_blocks * B2 * B3;
+    int64_t          u0, u1;
+    ggml_cpu_split_range(n_units, ith, nth, &u0, &u1);
+
+    float acc[QMM_NB_MAX * QMM_MB_MAX];
+    for (int64_t u = u0; u < u1; ++u) {
+        if (ggml_cpu_should_abort(params)) return;
+
+        // units: matrix outermost, then weight block, activation block innermost
+        const int64_t mbi = u % p.m_blocks;
+        const int64_t nbi = (u / p.m_blocks) % p.n_blocks;
+        const int64_t mat = u / (p.m_blocks * p.n_blocks);
+        const int64_t i2  = mat % B2;
+        const int64_t i3  = mat / B2;
+
+        const int64_t n0 = nbi * p.nb, nn = std::min(p.nb, N - n0);
+        const int64_t m0 = mbi * p.mb, mm = std::min(p.mb, M - m0);
+
+        const char * w = (const char *) a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3] + n0 * a->nb[1];
+        const char * x = wbase + (size_t) (m0 + M * (i2 + B2 * i3)) * xs;
+        if (fast) {
+            fast->tile(K, w, a->nb[1], (int) nn, x, xs, (int) mm, acc, (size_t) nn);
+        } else {
+            ref_tile(tr, K, w, a->nb[1], (int) nn, x, xs, (int) mm, acc, (size_t) nn);
+        }
+        for (int64_t m = 0; m < mm; ++m) {
+            float * out = (float *) ((char *) dst->data + (m0 + m) * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+            memcpy(out + n0, acc + m * nn, (size_t) nn * sizeof(float));
+        }
+    }
+}

@@ -1,0 +1,266 @@
+// The fast (AVX512-VNNI) quantized dot-product tiles (ggml/src/ggml-cpu/quant-dot-fast.h) against
+// the reference vec_dot_ref (ggml/src/ggml-quants.h), directly on blocks, for every type with a
+// fast kernel: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+//
+// Both compute the same integer sums per block; they differ only in the order of the F32 scaling
+// and summation. Bounds:
+//   - adversarial blocks whose scales are 1 (or small integers) and whose partial sums stay below
+//     2^24: every F32 operation is exact, so fast == ref bit for bit. These blocks put the extreme
+//     quants (15 / 31 / 63 / -128, activations -128 and 127) into every lane, where a kernel that
+//     keeps int16 intermediates (vpdpwssd) would overflow if its bound were wrong.
+//   - random blocks (random bits for quants and scales, random F16 scales, activations from the
+//     reference quantizer): |fast - ref| <= (n_blocks + 16) * 2^-23 * S, where S = sum over elements
+//     of (|w_k| + 2 |dmin m|) * |a_k| in double (w, a dequantized; dmin m the sub-block's min
+//     offset, 0 for the symmetric types): each of the two results is an F32 sum of at most
+//     n_blocks + 16 terms whose magnitudes add up to at most S, so each is within (n + 16) u S of
+//     the exact value (u = 2^-24).
+// Several row and column counts cover full and exact-size edge tiles (micro-tiles of 2 x 8 and 4 x 4).
+
+#include "ggml-common.h"
+#include "ggml-cpu/quant-dot-fast.h"
+#include "ggml-quants.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+const ggml_type k_fast_types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+
+uint16_t f16_bits(float f) { return ggml_fp32_to_fp16(f); }
+
+struct operands {
+    ggml_type            type;
+    int64_t              K;
+    int                  nr, nc;
+    size_t               ws, xs;
+    std::vector<uint8_t> w, x; // nr weight rows, nc activation rows (vec_dot_type blocks)
+};
+
+// Sets the F16 scales of every weight block to sane random values (random bits could be NaN/Inf,
+// which no quantizer writes; the dot product of such a block is NaN either way).
+void set_weight_scales(ggml_type t, uint8_t * row, int64_t nblk, std::mt19937 & rng, bool unit) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto                                  pick = [&] { return unit ? (uint16_t) 0x3C00 : f16_bits(u(rng)); };
+    for (int64_t b = 0; b < nblk; ++b) {
+        switch (t) {
+            case GGML_TYPE_Q8_0: ((block_q8_0 *) row)[b].d = pick(); break;
+            case GGML_TYPE_Q4_0: ((block_q4_0 *) row)[b].d = pick(); break;
+            case GGML_TYPE_Q4_K: ((block_q4_K *) row)[b].d = pick(); ((block_q4_K *) row)[b].dmin = pick(); break;
+            case GGML_TYPE_Q5_K: ((block_q5_K *) row)[b].d = pick(); ((block_q5_K *) row)[b].dmin = pick(); break;
+            case GGML_TYPE_Q6_K: ((block_q6_K *) row)[b].d = pick(); break;
+            default: FAIL() << "no fast kernel type";
+        }
+    }
+}
+
+operands make(ggml_type t, int64_t K, int nr, int nc) {
+    const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(t);
+    operands                      o;
+    o.type = t;
+    o.K    = K;
+    o.nr   = nr;
+    o.nc   = nc;
+    o.ws   = ggml_row_size(t, K);
+    o.xs   = ggml_row_size(tr->vec_dot_type, K);
+    o.w.assign(o.ws * nr, 0);
+    o.x.assign(o.xs * nc, 0);
+    return o;
+}
+
+// Random weights (random bits, sane scales) and activations quantized by the reference quantizer
+// from floats with a per-row dynamic range between 1e-3 and 1e3.
+operands random_operands(ggml_type t, int64_t K, int nr, int nc, std::mt19937 & rng) {
+    operands o = make(t, K, nr, nc);
+    for (uint8_t & b : o.w) b = (uint8_t) rng();
+    const int64_t nblk = K / ggml_blck_size(t);
+    for (int r = 0; r < nr; ++r) set_weight_scales(t, o.w.data() + r * o.ws, nblk, rng, false);
+    const ggml_quant_dot_traits *         tr = ggml_get_quant_dot_traits(t);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f), e(-3.0f, 3.0f);
+    std::vector<float>                    row(K);
+    for (int c = 0; c < nc; ++c) {
+        const float range = std::pow(10.0f, e(rng));
+        for (float & v : row) v = u(rng) * range;
+        tr->quantize_act(row.data(), o.x.data() + c * o.xs, K);
+    }
+    return o;
+}
+
+// Activation blocks built directly: every quant `q` (or alternating q / -q-1 when alt), scale 1.
+void fill_activations(operands & o, int q, bool alt) {
+    const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(o.type);
+    for (int c = 0; c < o.nc; ++c) {
+        uint8_t * row = o.x.data() + c * o.xs;
+        if (tr->vec_dot_type == GGML_TYPE_Q8_0) {
+            block_q8_0 * b = (block_q8_0 *) row;
+            for (int64_t i = 0; i < o.K / QK8_0; ++i) {
+                b[i].d = 0x3C00;
+                for (int j = 0; j < QK8_0; ++j) b[i].qs[j] = (int8_t) (alt && (j + c) % 2 ? -q - 1 : q);
+            }
+        } else {
+            ASSERT_EQ(tr->vec_dot_type, GGML_TYPE_Q8_K);
+            block_q8_K * b = (block_q8_K *) row;
+            for (int64_t i = 0; i < o.K / QK_K; ++i) {
+                b[i].d = 1.0f;
+                for (int j = 0; j < QK_K; ++j) b[i].qs[j] = (int8_t) (alt && (j + c) % 2 ? -q - 1 : q);
+                for (int g = 0; g < QK_K / 16; ++g) {
+                    int s = 0;
+                    for (int j = 0; j < 16; ++j) s += b[i].qs[16 * g + j];
+                    b[i].bsums[g] = (int16_t) s;
+                }
+            }
+        }
+    }
+}
+
+// Weight blocks with every quant at its maximum (or at pattern byte `fillb`), every sub-block scale
+// (and min) at `sc`, F16 scales 1.
+void fill_weights(operands & o, uint8_t fillb, int sc, int mn) {
+    std::mt19937  rng(1);
+    const int64_t nblk = o.K / ggml_blck_size(o.type);
+    for (int r = 0; r < o.nr; ++r) {
+        uint8_t * row = o.w.data() + r * o.ws;
+        memset(row, fillb, o.ws);
+        for (int64_t i = 0; i < nblk; ++i) {
+            if (o.type == GGML_TYPE_Q4_K || o.type == GGML_TYPE_Q5_K) {
+                uint8_t * s = o.type == GGML_TYPE_Q4_K ? ((block_q4_K *) row)[i].scales : ((block_q5_K *) row)[i].scales;
+                // 6-bit sc / m for sub-blocks 0-3 in bytes 0-3 / 4-7; sub-blocks 4-7 split (ggml-common.h)
+                for (int j = 0; j < 4; ++j) {
+                    s[j]     = (uint8_t) ((sc & 63) | ((sc >> 4) << 6));
+                    s[j + 4] = (uint8_t) ((mn & 63) | ((mn >> 4) << 6));
+                    s[j + 8] = (uint8_t) ((sc & 15) | ((mn & 15) << 4));
+                }
+            } else if (o.type == GGML_TYPE_Q6_K) {
+                // mixed signs that do not cancel over the super-block (the -32 offset term must show)
+                for (int j = 0; j < QK_K / 16; ++j) ((block_q6_K *) row)[i].scales[j] = (int8_t) (j % 3 ? sc : -sc);
+            }
+        }
+        set_weight_scales(o.type, row, nblk, rng, true);
+    }
+}
+
+// The fast tile on the operands, activation rows repacked first when the kernel has its own
+// layout (as ops-mul-mat-quant.cpp does).
+std::vector<float> run_fast(const operands & o) {
+    const ggml_quant_dot_fast * f = ggml_cpu_quant_dot_fast(o.type);
+    std::vector<float>          out((size_t) o.nr * o.nc, NAN);
+    const char *                x  = (const char *) o.x.data();
+    size_t                      xs = o.xs;
+    std::vector<uint8_t>        packed;
+    if (f->act_repack) {
+        xs = (f->act_row_bytes(o.K) + 63) / 64 * 64;
+        packed.assign(xs * o.nc + 64, 0xA5); // poison: the tile must read only what the repack wrote
+        char * base = (char *) (((uintptr_t) packed.data() + 63) & ~(uintptr_t) 63);
+        for (int c = 0; c < o.nc; ++c) f->act_repack(o.x.data() + c * o.xs, base + c * xs, o.K);
+        x = base;
+    }
+    f->tile(o.K, (const char *) o.w.data(), o.ws, o.nr, x, xs, o.nc, out.data(), (size_t) o.nr);
+    return out;
+}
+
+float run_ref(const operands & o, int r, int c) {
+    float s = NAN;
+    ggml_get_quant_dot_traits(o.type)->vec_dot_ref(o.K, &s, o.w.data() + r * o.ws, o.x.data() + c * o.xs);
+    return s;
+}
+
+// S of the bound (see the top of the file)
+double magnitude(const operands & o, int r, int c) {
+    const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(o.type);
+    std::vector<float>            w(o.K), a(o.K), off(o.K, 0.0f);
+    ggml_get_type_traits(o.type)->to_float(o.w.data() + r * o.ws, w.data(), o.K);
+    ggml_get_type_traits(tr->vec_dot_type)->to_float(o.x.data() + c * o.xs, a.data(), o.K);
+    if (o.type == GGML_TYPE_Q4_K || o.type == GGML_TYPE_Q5_K) {
+        // the same row with d = 0 dequantizes to -dmin * m of each element's sub-block
+        std::vector<uint8_t> z(o.w.begin() + r * o.ws, o.w.begin() + (r + 1) * o.ws);
+        for (int64_t i = 0; i < o.K / QK_K; ++i) {
+            if (o.type == GGML_TYPE_Q4_K) ((block_q4_K *) z.data())[i].d = 0; else ((block_q5_K *) z.data())[i].d = 0;
+        }
+        ggml_get_type_traits(o.type)->to_float(z.data(), off.data(), o.K);
+    }
+    double s = 0;
+    for (int64_t k = 0; k < o.K; ++k) s += (std::fabs((double) w[k]) + 2 * std::fabs((double) off[k])) * std::fabs((double) a[k]);
+    return s;
+}
+
+class QuantDot : public ::testing::TestWithParam<ggml_type> {
+protected:
+    void SetUp() override {
+        const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(GetParam());
+        ASSERT_TRUE(tr && tr->vec_dot_ref && tr->quantize_act) << "no reference dot product for " << ggml_type_name(GetParam());
+        if (!ggml_cpu_quant_dot_fast(GetParam())) {
+            GTEST_SKIP() << "this CPU has no AVX512-VNNI: the fast kernel cannot run here (the portable path is "
+                            "the only one, checked by test-backend-ops)";
+        }
+    }
+};
+
+TEST_P(QuantDot, random_blocks_within_the_summation_bound) {
+    const ggml_type t   = GetParam();
+    const int64_t   blk = ggml_blck_size(t);
+    std::mt19937    rng(1234 + (int) t);
+    int             checked = 0;
+    for (int64_t nb : {1, 2, 3, 5, 12, 16}) {
+        for (int nr : {1, 3, 4, 6, 9}) {
+            for (int nc : {1, 2, 4, 5, 8, 11, 17}) {
+                const operands           o   = random_operands(t, nb * blk, nr, nc, rng);
+                const std::vector<float> got = run_fast(o);
+                for (int c = 0; c < nc; ++c) {
+                    for (int r = 0; r < nr; ++r) {
+                        const double ref   = run_ref(o, r, c);
+                        const double bound = (double) (nb * (blk / 32) + 16) * 0x1p-23 * magnitude(o, r, c);
+                        ASSERT_LE(std::fabs(got[c * nr + r] - ref), bound)
+                            << ggml_type_name(t) << " K " << o.K << " rows " << nr << " cols " << nc << " at (" << r
+                            << ", " << c << "): fast " << got[c * nr + r] << " ref " << ref;
+                        ++checked;
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_GT(checked, 1000);
+}
+
+TEST_P(QuantDot, extreme_quants_are_exact) {
+    const ggml_type t   = GetParam();
+    const int64_t   blk = ggml_blck_size(t);
+    // quant byte patterns: all bits set (q = 15 / 31 / 63; Q8_0: -1), 0x7F / 0x80 (Q8_0 +127 / -128)
+    for (uint8_t fillb : {(uint8_t) 0xFF, (uint8_t) 0x7F, (uint8_t) 0x80, (uint8_t) 0x00}) {
+        for (int q : {-128, 127, 1}) {
+            for (bool alt : {false, true}) {
+                // scales 1 with extreme quants; extreme scales (63 / Q6_K +-127) with activations +-1
+                const bool big_sc = q == 1;
+                const int  sc     = big_sc ? (t == GGML_TYPE_Q6_K ? 127 : 63) : 1;
+                operands   o      = make(t, (blk == 32 ? 16 : 2) * blk, 5, 9);
+                fill_weights(o, fillb, sc, sc);
+                fill_activations(o, q, alt);
+                const std::vector<float> got = run_fast(o);
+                for (int c = 0; c < o.nc; ++c) {
+                    for (int r = 0; r < o.nr; ++r) {
+                        EXPECT_EQ(got[c * o.nr + r], run_ref(o, r, c))
+                            << ggml_type_name(t) << " fill " << (int) fillb << " q " << q << " alt " << alt << " at (" << r
+                            << ", " << c << ")";
+                    }
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fast, QuantDot, ::testing::ValuesIn(k_fast_types),
+                         [](const ::testing::TestParamInfo<ggml_type> & i) {
+                             // fixed names: a type whose reference is missing has no ggml_type_name
+                             switch (i.param) {
+                                 case GGML_TYPE_Q8_0: return std::string("q8_0");
+                                 case GGML_TYPE_Q4_0: return std::string("q4_0");
+                                 case GGML_TYPE_Q4_K: return std::string("q4_K");
+                                 case GGML_TYPE_Q5_K: return std::string("q5_K");
+                                 default: return std::string("q6_K");
+                             }
+                         });
+
+} // namespace
