@@ -1,0 +1,341 @@
+// int8.cpp — sd.quantize_i8_convrot.v1 and sd.linear_i8.v1 on Vulkan through the public
+// execution services (vk_service.h), plus the Linear -> Mul(gate) -> Add(residual) fusion.
+//
+// Exactness: the quantizer shader replicates the CPU portable kernel's float operation order and
+// computes the two divisions (amax / 127, 1 / s) exactly in integers, so packed bytes and scales
+// are bit-identical to the CPU's; the GEMM's integer sums are exact int32 and its epilogue runs
+// the CPU's steps in the CPU's order, each rounded separately.
+//
+// Supported (anything else declines, and the scheduler runs the node elsewhere, e.g. the CPU):
+// K % 4 == 0 (32-bit words), ConvRot groups 1..256 (F32 inputs and the quantizer), packed and
+// plain I8 inputs (any group: the packed layout does not depend on it), every tensor within one
+// storage-buffer binding window. Outputs that overlap an input are computed into the workspace
+// and copied (the service's copy), so any allocator reuse is safe.
+
+#include "int8.h"
+
+#include "../ggml_extensions.h"
+#include "vk_service.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace {
+
+using sd_vk::bound;
+
+constexpr uint32_t kQuantLocal  = 16; // rows per quantizer workgroup (one row per invocation)
+constexpr uint32_t kLinearLocal = 64; // 4 x 4 output tiles per GEMM workgroup
+constexpr int64_t  kTile        = 4;
+
+int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
+// The groups the quantizer shader rotates in one private array (powers of 4 up to 256).
+bool shader_group(int g) { return g == 1 || g == 4 || g == 16 || g == 64 || g == 256; }
+bool is_f32_vec(const ggml_tensor * t, int64_t n) {
+    return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n;
+}
+// Tensors are bound as 32-bit words: a view must start on a 4-byte boundary.
+bool word_aligned(const ggml_tensor * t) { return t->view_src == nullptr || t->view_offs % 4 == 0; }
+bool bindable(ggml_backend_dev_t dev, const ggml_tensor * t) {
+    return word_aligned(t) && sd_vk::fits_binding(dev, ggml_nbytes(t));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The quantizer dispatch (shared by the node and by the F32-input linear)
+
+struct quant_push {
+    uint32_t x_off, o_off, K, rows, prows, scale_off;
+    float    gscale;
+};
+
+// Quantizes rows x K floats (x) into the packed layout at dst (K * pad4(rows) bytes, then the
+// F32 scales).
+ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound & dst, int64_t K, int64_t rows,
+                          int group) {
+    const int64_t prows = pad_up(rows, 4);
+    quant_push    pc{};
+    pc.x_off     = x.words();
+    pc.o_off     = dst.words();
+    pc.K         = (uint32_t) K;
+    pc.rows      = (uint32_t) rows;
+    pc.prows     = (uint32_t) prows;
+    pc.scale_off = (uint32_t) (K * prows / 4);
+    pc.gscale    = 1.0f / sqrtf((float) group); // the CPU kernel's expression (exact: a power of 2)
+    const uint32_t spec[2] = {kQuantLocal, (uint32_t) group};
+    uint32_t       groups[3];
+    sd_vk::grid_1d(backend, (uint64_t) ((prows + kQuantLocal - 1) / kQuantLocal), groups);
+    const bound * b[2] = {&x, &dst};
+    return sd_vk::dispatch(backend, "quantize_i8_convrot", b, 2, spec, 2, &pc, sizeof(pc), groups);
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.quantize_i8_convrot.v1
+
+bool quant_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
+    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
+    const ggml_tensor * x = node->src[0];
+    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const int64_t K = x->ne[0], rows = rows_of(x);
+    if (!shader_group(at.group) || K <= 0 || K % at.group != 0 || K % 4 != 0) return false;
+    if (K > UINT32_MAX / 4 || rows <= 0 || ggml_nelements(x) > INT32_MAX) return false;
+    if (node->type != GGML_TYPE_I8 || !ggml_is_contiguous(node) || node->ne[0] != K ||
+        node->ne[1] != packed_ne1(K, rows) || node->ne[2] != 1 || node->ne[3] != 1)
+        return false;
+    return bindable(dev, x) && bindable(dev, node);
+}
+
+ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    *ws = ggml_nbytes(nodes->nodes[nodes->n_nodes - 1]); // staging when the output overlaps the input
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                          void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    const ggml_tensor * x    = node->src[0];
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const int64_t K = x->ne[0], rows = rows_of(x);
+    bound         bx, bo;
+    ggml_status   s = sd_vk::bind_tensor(backend, x, 0, 0, GGML_EXT_VULKAN_READ, bx);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, node, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, bx, bo, K, rows, at.group);
+    // the output overlaps the input: quantize into the workspace, then copy
+    if (!ws || ws_bytes < ggml_nbytes(node)) return GGML_STATUS_FAILED;
+    bound stage;
+    s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(node), GGML_EXT_VULKAN_READ_WRITE, stage);
+    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, stage, K, rows, at.group);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::copy(backend, bo, stage);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.linear_i8.v1
+
+struct linear_src {
+    const ggml_tensor *weight = nullptr, *input = nullptr, *wscale = nullptr, *bias = nullptr, *iscale = nullptr;
+};
+
+bool linear_sources(const ggml_tensor * node, const sd_linear_i8_attrs & at, linear_src & s) {
+    int n = 0;
+    while (n < GGML_MAX_SRC && node->src[n]) ++n;
+    const int expect = 2 + !!(at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) + !!(at.flags & SD_LINEAR_I8_HAS_BIAS) +
+                       !!(at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE);
+    if (n != expect || (at.flags & ~7)) return false;
+    int i    = 0;
+    s.weight = node->src[i++];
+    s.input  = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) s.wscale = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_BIAS) s.bias = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE) s.iscale = node->src[i++];
+    return true;
+}
+
+bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
+    if (ggml_ext_get_op(node) != sd_op_linear_i8()) return false;
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    linear_src s;
+    if (!linear_sources(node, at, s)) return false;
+    const ggml_tensor * w = s.weight;
+    if (w->type != GGML_TYPE_I8 || !ggml_is_contiguous(w) || w->ne[2] != 1 || w->ne[3] != 1) return false;
+    const int64_t K = w->ne[0], N = w->ne[1];
+    if (K <= 0 || N <= 0 || K > SD_LINEAR_I8_MAX_K || K % 4 != 0) return false;
+    if (at.out_ne[0] <= 0 || at.out_ne[1] <= 0 || at.out_ne[2] <= 0) return false;
+    const int64_t rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node) || node->ne[0] != N || node->ne[1] != at.out_ne[0] ||
+        node->ne[2] != at.out_ne[1] || node->ne[3] != at.out_ne[2])
+        return false;
+    if (ggml_nelements(node) > INT32_MAX || rows > INT32_MAX / 4) return false;
+    if (s.wscale && !is_f32_vec(s.wscale, N)) return false;
+    if (s.bias && !is_f32_vec(s.bias, N)) return false;
+    const ggml_tensor * x = s.input;
+    if (!ggml_is_contiguous(x) || x->ne[0] != K) return false;
+    for (const ggml_tensor * t : {w, x, s.wscale, s.bias, s.iscale, (const ggml_tensor *) node})
+        if (t && !bindable(dev, t)) return false;
+    switch (at.input_kind) {
+        case SD_LINEAR_I8_INPUT_F32: {
+            const int g = at.group <= 1 ? 1 : at.group;
+            return x->type == GGML_TYPE_F32 && rows_of(x) == rows && shader_group(g) && K % g == 0 && !s.iscale &&
+                   sd_vk::fits_binding(dev, (uint64_t) (K * pad_up(rows, 4) + 4 * rows));
+        }
+        case SD_LINEAR_I8_INPUT_PACKED:
+            return x->type == GGML_TYPE_I8 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] >= packed_ne1(K, rows) &&
+                   !s.iscale;
+        case SD_LINEAR_I8_INPUT_I8: return x->type == GGML_TYPE_I8 && rows_of(x) == rows && is_f32_vec(s.iscale, rows);
+        default: return false;
+    }
+}
+
+// Workspace: [quantized activations + scales (F32 input)] [staged output (overlap)]
+struct linear_layout {
+    uint64_t act_bytes = 0, stage_off = 0, stage_bytes = 0, total = 0;
+};
+
+linear_layout layout_of(const ggml_tensor * lin, const ggml_tensor * out) {
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(lin, &at, sizeof(at));
+    const int64_t K = lin->src[0]->ne[0], rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    linear_layout l;
+    if (at.input_kind == SD_LINEAR_I8_INPUT_F32) l.act_bytes = (uint64_t) (K * pad_up(rows, 4) + 4 * rows);
+    l.stage_off   = (l.act_bytes + 255) & ~(uint64_t) 255;
+    l.stage_bytes = ggml_nbytes(out);
+    l.total       = l.stage_off + l.stage_bytes;
+    return l;
+}
+
+struct linear_push {
+    uint32_t w_off, a_off, sx_off, sw_off, b_off, y_off, g_off, r_off;
+    uint32_t K, N, rows, n_tiles;
+};
+
+// node: the linear; out: where its result goes (the node, or the fused chain's last node, of
+// the linear's shape); gate / residual: the fused epilogue's operands, or NULL.
+ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const ggml_tensor * out,
+                       const ggml_tensor * gate, const ggml_tensor * residual, void * ws, size_t ws_bytes) {
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(lin, &at, sizeof(at));
+    linear_src src;
+    if (!linear_sources(lin, at, src)) return GGML_STATUS_FAILED;
+    const int64_t       K = src.weight->ne[0], N = src.weight->ne[1];
+    const int64_t       rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2], prows = pad_up(rows, 4);
+    const linear_layout l    = layout_of(lin, out);
+    if (l.total > 0 && (!ws || ws_bytes < l.total)) return GGML_STATUS_FAILED;
+
+    const uint32_t R = GGML_EXT_VULKAN_READ;
+    bound          bw, ba, bsx, bsw, bb, by, bg, br;
+    ggml_status    s = sd_vk::bind_tensor(backend, src.weight, 0, 0, R, bw);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    // activations: quantized into the workspace (F32), the packed rows + their scale tail, or
+    // plain I8 rows + input_scale
+    switch (at.input_kind) {
+        case SD_LINEAR_I8_INPUT_F32: {
+            bound bx, bq;
+            s = sd_vk::bind_tensor(backend, src.input, 0, 0, R, bx);
+            if (s == GGML_STATUS_SUCCESS)
+                s = sd_vk::bind_base(backend, ws, 0, l.act_bytes, GGML_EXT_VULKAN_READ_WRITE, bq);
+            const int g = at.group <= 1 ? 1 : at.group;
+            if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, bq, K, rows, g);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, 0, (uint64_t) (K * rows), R, ba);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, (uint64_t) (K * prows), 4 * rows, R, bsx);
+            break;
+        }
+        case SD_LINEAR_I8_INPUT_PACKED:
+            s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
+            if (s == GGML_STATUS_SUCCESS)
+                s = sd_vk::bind_tensor(backend, src.input, (uint64_t) (K * prows), 4 * rows, R, bsx);
+            break;
+        case SD_LINEAR_I8_INPUT_I8:
+            s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, src.iscale, 0, 0, R, bsx);
+            break;
+        default: return GGML_STATUS_FAILED;
+    }
+    if (s != GGML_STATUS_SUCCESS) return s;
+    // absent operands: any valid range (the weight), never read
+    bsw = bb = bg = br = bw;
+    if (src.wscale && (s = sd_vk::bind_tensor(backend, src.wscale, 0, 0, R, bsw)) != GGML_STATUS_SUCCESS) return s;
+    if (src.bias && (s = sd_vk::bind_tensor(backend, src.bias, 0, 0, R, bb)) != GGML_STATUS_SUCCESS) return s;
+    if (gate && (s = sd_vk::bind_tensor(backend, gate, 0, 0, R, bg)) != GGML_STATUS_SUCCESS) return s;
+    if (residual && (s = sd_vk::bind_tensor(backend, residual, 0, 0, R, br)) != GGML_STATUS_SUCCESS) return s;
+    bound bout;
+    if ((s = sd_vk::bind_tensor(backend, out, 0, 0, GGML_EXT_VULKAN_READ_WRITE, bout)) != GGML_STATUS_SUCCESS) return s;
+
+    // the output must not overlap anything the GEMM reads, except a residual it covers exactly
+    // (each element is read, then written, by the same invocation)
+    bool stage = false;
+    for (const bound * in : {&bw, &ba, &bsx, &bsw, &bb, &bg}) stage = stage || sd_vk::overlap(bout, *in);
+    if (residual && sd_vk::overlap(bout, br) && !sd_vk::same_range(bout, br)) stage = true;
+    if (stage) {
+        if ((s = sd_vk::bind_base(backend, ws, l.stage_off, l.stage_bytes, GGML_EXT_VULKAN_READ_WRITE, by)) !=
+            GGML_STATUS_SUCCESS)
+            return s;
+    } else {
+        by = bout;
+    }
+
+    linear_push pc{};
+    pc.w_off   = bw.words();
+    pc.a_off   = ba.words();
+    pc.sx_off  = bsx.words();
+    pc.sw_off  = bsw.words();
+    pc.b_off   = bb.words();
+    pc.y_off   = by.words();
+    pc.g_off   = bg.words();
+    pc.r_off   = br.words();
+    pc.K       = (uint32_t) K;
+    pc.N       = (uint32_t) N;
+    pc.rows    = (uint32_t) rows;
+    pc.n_tiles = (uint32_t) ((N + kTile - 1) / kTile);
+    const uint64_t tiles   = (uint64_t) pc.n_tiles * (uint64_t) ((rows + kTile - 1) / kTile);
+    const uint32_t spec[5] = {kLinearLocal, src.wscale != nullptr, src.bias != nullptr, gate != nullptr,
+                              residual != nullptr};
+    uint32_t groups[3];
+    sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
+    const bound * b[8] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br};
+    s = sd_vk::dispatch(backend, "linear_i8", b, 8, spec, 5, &pc, sizeof(pc), groups);
+    if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bout, by);
+    return s;
+}
+
+ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    *ws                      = layout_of(node, node).total;
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                           void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    return linear_run(backend, node, node, nullptr, nullptr, ws, ws_bytes);
+}
+
+} // namespace
+
+bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
+    static std::mutex                         mu;
+    static std::map<ggml_backend_dev_t, bool> result;
+    std::lock_guard<std::mutex>               lock(mu);
+    if (!dev) return false;
+    if (!sd_vk::service(dev)) return true; // not a Vulkan device
+    const auto known = result.find(dev);
+    if (known != result.end()) return known->second;
+    const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
+    const ggml_ext_op_t lop = sd_op_linear_i8();
+    if (!qop || !lop) {
+        fprintf(stderr, "sd vulkan int8: operators not registered\n");
+        return result[dev] = false;
+    }
+    ggml_ext_kernel_desc q{};
+    q.name      = SD_VK_KERNEL_QUANTIZE_I8;
+    q.op        = GGML_OP_CUSTOM;
+    q.custom_op = qop;
+    q.supports  = quant_supports;
+    q.prepare   = quant_prepare;
+    q.execute   = quant_execute;
+
+    ggml_ext_kernel_desc l{};
+    l.name      = SD_VK_KERNEL_LINEAR_I8;
+    l.op        = GGML_OP_CUSTOM;
+    l.custom_op = lop;
+    l.supports  = linear_supports;
+    l.prepare   = linear_prepare;
+    l.execute   = linear_execute;
+
+    bool ok = true;
+    for (const ggml_ext_kernel_desc * d : {&q, &l}) {
+        if (!ggml_ext_register_kernel(dev, d)) {
+            fprintf(stderr, "sd vulkan int8: kernel registration failed: %s\n", ggml_ext_last_error());
+            ok = false;
+        }
+    }
+    return result[dev] = ok;
+}

@@ -1,0 +1,17 @@
+#pragma once
+
+// Vulkan kernels for the sd INT8 operators (sd.quantize_i8_convrot.v1, sd.linear_i8.v1) and the
+// Linear -> Mul(gate) -> Add(residual) fusion, on the public Vulkan execution services.
+
+#include "ggml-backend.h"
+
+// Registers them on `dev` (a Vulkan device with the ggml_ext_vulkan_v1 service; any other
+// device: nothing to do, true). The operators must already be registered
+// (sd_ggml_register_extensions). false if a registration failed (the reason is printed);
+// repeated calls for the same device return the first call's result.
+bool sd_vulkan_register_int8(ggml_backend_dev_t dev);
+
+// Kernel names (plan introspection, tests)
+#define SD_VK_KERNEL_QUANTIZE_I8         "sd.vulkan.quantize_i8_convrot"
+#define SD_VK_KERNEL_LINEAR_I8           "sd.vulkan.linear_i8"
+#define SD_VK_KERNEL_LINEAR_I8_GATE_RES  "sd.vulkan.linear_i8_gate_residual"

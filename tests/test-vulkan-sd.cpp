@@ -1,0 +1,399 @@
+// test-vulkan-sd.cpp — the sd Vulkan kernels (src/core/vulkan) against the sd CPU kernels on the
+// same inputs, in ONE process (lavapipe compiles each pipeline once per process):
+// * sd.quantize_i8_convrot.v1: packed bytes, zero padding rows and F32 row scales bit-identical
+//   to the CPU quantizer (groups 1..256, odd row counts, zero / non-finite / extreme rows, views);
+// * sd.linear_i8.v1 on packed ConvRot activations, plain I8 + input_scale, and F32 activations
+//   quantized in the workspace: outputs bit-identical to the CPU (the int32 sums are exact and
+//   the epilogue runs the same steps in the same order);
+// * every node of the graph runs on the Vulkan device (the plan's steps say so), unsupported
+//   layouts are declined (supports() false) and run on the CPU through the scheduler;
+// * outputs placed over their inputs (allocator-style aliasing) give the non-aliased result.
+// The Khronos validation layer is on (GGML_VK_VALIDATE=1, set by main); any message it reports
+// fails the running test. No Vulkan device is a failure, never a skip.
+
+#include "ggml_extensions.h"
+#include "vulkan/int8.h"
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml-ext.h"
+#include "ggml-vulkan.h"
+#include "ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Backends (one of each for the whole process)
+
+struct backends {
+    ggml_backend_t cpu = nullptr, vk = nullptr;
+    static backends & get() {
+        static backends b;
+        return b;
+    }
+    backends() {
+        EXPECT_TRUE(sd_ggml_register_extensions());
+        cpu = ggml_backend_cpu_init();
+        ggml_backend_cpu_set_n_threads(cpu, 2);
+        if (ggml_backend_vk_get_device_count() > 0) {
+            vk = ggml_backend_vk_init(0);
+            // the registration entry point covers this device when the Vulkan registrar is in
+            // SD_BACKEND_EXTENSIONS; calling it directly is idempotent
+            EXPECT_TRUE(sd_vulkan_register_int8(ggml_backend_get_device(vk)));
+        }
+    }
+    void release() {
+        if (vk) ggml_backend_free(vk);
+        if (cpu) ggml_backend_free(cpu);
+        vk = cpu = nullptr;
+    }
+};
+
+class BackendsFreer : public ::testing::Environment {
+  public:
+    void TearDown() override { backends::get().release(); }
+};
+
+class VulkanSd : public ::testing::Test {
+  protected:
+    size_t msgs_before = 0;
+    void   SetUp() override {
+        ASSERT_NE(backends::get().vk, nullptr) << "no Vulkan device";
+        ASSERT_TRUE(ggml_backend_vk_validation_enabled()) << "the Khronos validation layer is not active";
+        msgs_before = ggml_backend_vk_validation_message_count();
+    }
+    void TearDown() override {
+        EXPECT_EQ(ggml_backend_vk_validation_message_count(), msgs_before) << "Vulkan validation reported messages";
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Graphs: a builder creates named input tensors and returns the output; input values are a
+// function of the tensor's name and size, so the CPU and the Vulkan runs see the same bytes.
+
+enum class fill { normal, special_rows, positive, int8, int8_weight };
+
+struct input_spec {
+    ggml_tensor * t;
+    fill          kind;
+};
+
+struct graph_case {
+    ggml_context *          ctx = nullptr;
+    std::vector<input_spec> inputs;
+    ~graph_case() {
+        if (ctx) ggml_free(ctx);
+    }
+    ggml_tensor * input(const char * name, ggml_type type, std::vector<int64_t> ne, fill kind) {
+        ggml_tensor * t = ggml_new_tensor(ctx, type, (int) ne.size(), ne.data());
+        ggml_set_name(t, name);
+        ggml_set_input(t);
+        inputs.push_back({t, kind});
+        return t;
+    }
+};
+
+std::vector<uint8_t> input_bytes(const ggml_tensor * t, fill kind) {
+    std::seed_seq        seed(t->name, t->name + strlen(t->name));
+    std::mt19937         rng(seed);
+    const size_t         n = ggml_nelements(t);
+    std::vector<uint8_t> bytes(ggml_nbytes(t));
+    if (t->type == GGML_TYPE_I8) {
+        std::uniform_int_distribution<int> d(kind == fill::int8_weight ? -127 : -128, 127);
+        for (size_t i = 0; i < n; ++i) bytes[i] = (uint8_t) (int8_t) d(rng);
+        return bytes;
+    }
+    std::vector<float>               v(n);
+    std::normal_distribution<float>  nd(0.0f, 1.0f);
+    std::uniform_real_distribution<float> ud(0.001f, 0.1f);
+    for (size_t i = 0; i < n; ++i) v[i] = kind == fill::positive ? ud(rng) : nd(rng);
+    if (kind == fill::special_rows) {
+        // rows: 1 zeros, 2 one +Inf, 3 one NaN, 4 huge, 5 tiny (normal) values, 6 a single value
+        const int64_t K = t->ne[0], rows = (int64_t) n / K;
+        auto          row = [&](int64_t r) { return v.data() + r * K; };
+        if (rows > 1) std::fill(row(1), row(1) + K, 0.0f);
+        if (rows > 2) row(2)[K / 2] = INFINITY;
+        if (rows > 3) row(3)[K - 1] = NAN;
+        if (rows > 4) for (int64_t i = 0; i < K; ++i) row(4)[i] *= 1e30f;
+        if (rows > 5) for (int64_t i = 0; i < K; ++i) row(5)[i] *= 1e-30f;
+        if (rows > 6) {
+            std::fill(row(6), row(6) + K, 0.0f);
+            row(6)[0] = -3.0f;
+        }
+    }
+    memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+}
+
+struct run_result {
+    std::vector<uint8_t>            out;
+    std::vector<ggml_ext_step_info> steps;
+    bool                            ok = false;
+};
+
+using builder = std::function<ggml_tensor *(graph_case &)>;
+
+// Builds and runs the graph with the scheduler on {Vulkan, CPU} (on_vk) or {CPU}; returns the
+// output's bytes and the plan's steps.
+run_result run(bool on_vk, const builder & build) {
+    backends & be = backends::get();
+    run_result res;
+    graph_case g;
+    ggml_init_params ip{};
+    ip.mem_size   = 64 * ggml_tensor_overhead() + ggml_graph_overhead();
+    ip.no_alloc   = true;
+    g.ctx         = ggml_init(ip);
+    ggml_tensor * out = build(g);
+    if (!out) {
+        ADD_FAILURE() << "graph construction failed: " << ggml_ext_last_error();
+        return res;
+    }
+    ggml_set_output(out);
+    ggml_cgraph * gf = ggml_new_graph(g.ctx);
+    ggml_build_forward_expand(gf, out);
+
+    ggml_backend_t       list[2] = {be.vk, be.cpu};
+    ggml_backend_t *     bl      = on_vk ? list : list + 1;
+    const int            nb      = on_vk ? 2 : 1;
+    ggml_backend_sched_t sched   = ggml_backend_sched_new(bl, nullptr, nb, 256, false, true);
+    if (!ggml_backend_sched_alloc_graph(sched, gf)) {
+        ADD_FAILURE() << "sched_alloc_graph failed";
+        ggml_backend_sched_free(sched);
+        return res;
+    }
+    for (const input_spec & in : g.inputs) {
+        const std::vector<uint8_t> b = input_bytes(in.t, in.kind);
+        ggml_backend_tensor_set(in.t, b.data(), 0, b.size());
+    }
+    const ggml_status st = ggml_backend_sched_graph_compute(sched, gf);
+    EXPECT_EQ(st, GGML_STATUS_SUCCESS);
+    res.ok = st == GGML_STATUS_SUCCESS;
+    res.out.resize(ggml_nbytes(out));
+    ggml_backend_tensor_get(out, res.out.data(), 0, res.out.size());
+    const int n = ggml_ext_sched_n_steps(sched);
+    for (int i = 0; i < n; ++i) {
+        ggml_ext_step_info info{};
+        if (ggml_ext_sched_get_step(sched, i, &info)) res.steps.push_back(info);
+    }
+    ggml_backend_sched_free(sched);
+    return res;
+}
+
+// Every step of the plan ran on the Vulkan backend; `kernels` are the extension kernels expected
+// among them (in any order).
+void expect_all_on_vulkan(const run_result & r, std::vector<std::string> kernels) {
+    ASSERT_FALSE(r.steps.empty());
+    for (const ggml_ext_step_info & s : r.steps) {
+        EXPECT_EQ(s.backend, backends::get().vk) << "a step (kernel " << (s.kernel ? s.kernel : "native")
+                                                 << ") did not run on Vulkan";
+        if (s.kernel) {
+            for (size_t i = 0; i < kernels.size(); ++i) {
+                if (kernels[i] == s.kernel) {
+                    kernels.erase(kernels.begin() + (long) i);
+                    break;
+                }
+            }
+        }
+    }
+    EXPECT_TRUE(kernels.empty()) << "expected kernel not in the plan: " << (kernels.empty() ? "" : kernels[0]);
+}
+
+int64_t pad4(int64_t x) { return (x + 3) / 4 * 4; }
+
+void expect_same_bytes(const std::vector<uint8_t> & a, const std::vector<uint8_t> & b, size_t from, size_t to,
+                       const char * what) {
+    ASSERT_LE(to, a.size());
+    ASSERT_LE(to, b.size());
+    size_t bad = 0, first = 0;
+    for (size_t i = from; i < to; ++i) {
+        if (a[i] != b[i] && bad++ == 0) first = i;
+    }
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " bytes differ, first at byte " << first << " (cpu "
+                       << (int) (int8_t) a[first] << ", vulkan " << (int) (int8_t) b[first] << ")";
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.quantize_i8_convrot.v1
+
+struct quant_param {
+    int64_t K, rows;
+    int     group;
+    bool    special; // zero / non-finite / extreme rows
+};
+
+// The quantized rows, the zero padding rows and the row scales (the bytes after the scales in
+// the last packed row are not part of the layout).
+void expect_packed_equal(const std::vector<uint8_t> & cpu, const std::vector<uint8_t> & vk, int64_t K, int64_t rows) {
+    expect_same_bytes(cpu, vk, 0, (size_t) (K * rows), "quantized rows");
+    expect_same_bytes(cpu, vk, (size_t) (K * rows), (size_t) (K * pad4(rows)), "padding rows");
+    expect_same_bytes(cpu, vk, (size_t) (K * pad4(rows)), (size_t) (K * pad4(rows) + 4 * rows), "row scales");
+    for (int64_t r = (int64_t) K * rows; r < K * pad4(rows); ++r) ASSERT_EQ(vk[(size_t) r], 0) << "padding not zero";
+}
+
+TEST_F(VulkanSd, QuantizeConvRotBitIdenticalToCpu) {
+    const quant_param cases[] = {
+        {256, 1, 256, false}, {256, 5, 256, false},  {768, 7, 256, true},  {512, 128, 256, true},
+        {1024, 3, 256, false}, {4, 3, 1, false},     {12, 9, 1, true},      {4, 1, 4, false},
+        {20, 6, 4, true},      {48, 11, 16, true},   {192, 9, 64, true},    {256, 13, 64, false},
+        {256, 2, 16, false},
+    };
+    for (const quant_param & p : cases) {
+        SCOPED_TRACE("K " + std::to_string(p.K) + " rows " + std::to_string(p.rows) + " group " + std::to_string(p.group));
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * x = g.input("x", GGML_TYPE_F32, {p.K, p.rows}, p.special ? fill::special_rows : fill::normal);
+            return ggml_quantize_i8_convrot(g.ctx, x, p.group);
+        };
+        const run_result cpu = run(false, b), vk = run(true, b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        expect_all_on_vulkan(vk, {SD_VK_KERNEL_QUANTIZE_I8});
+        expect_packed_equal(cpu.out, vk.out, p.K, p.rows);
+    }
+}
+
+// A 3-D input (rows = ne1 * ne2) and an input that is a view at an offset into a larger tensor.
+TEST_F(VulkanSd, QuantizeConvRotViewAnd3dInput) {
+    const builder b3 = [](graph_case & g) {
+        ggml_tensor * x = g.input("x3", GGML_TYPE_F32, {256, 3, 5}, fill::normal);
+        return ggml_quantize_i8_convrot(g.ctx, x, 256);
+    };
+    run_result cpu = run(false, b3), vk = run(true, b3);
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    expect_all_on_vulkan(vk, {SD_VK_KERNEL_QUANTIZE_I8});
+    expect_packed_equal(cpu.out, vk.out, 256, 15);
+
+    const builder bv = [](graph_case & g) {
+        ggml_tensor * big = g.input("big", GGML_TYPE_F32, {256 * 9 + 1}, fill::normal);
+        ggml_tensor * x   = ggml_view_2d(g.ctx, big, 256, 9, 256 * sizeof(float), sizeof(float)); // offset 4 bytes
+        return ggml_quantize_i8_convrot(g.ctx, x, 256);
+    };
+    cpu = run(false, bv);
+    vk  = run(true, bv);
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    expect_packed_equal(cpu.out, vk.out, 256, 9);
+}
+
+// Groups above 256 are declined: the node runs on the CPU through the scheduler, same result.
+TEST_F(VulkanSd, QuantizeLargeGroupFallsBackToCpu) {
+    const builder b = [](graph_case & g) {
+        ggml_tensor * x = g.input("xl", GGML_TYPE_F32, {1024, 3}, fill::normal);
+        return ggml_quantize_i8_convrot(g.ctx, x, 1024);
+    };
+    const run_result cpu = run(false, b), vk = run(true, b);
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    bool on_cpu = false;
+    for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
+    EXPECT_TRUE(on_cpu) << "group 1024 should have been declined by the Vulkan kernel";
+    expect_packed_equal(cpu.out, vk.out, 1024, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.linear_i8.v1
+
+struct linear_param {
+    int64_t K, N, rows;
+    int     kind; // enum sd_linear_i8_input_kind
+    int     group;
+    bool    wscale, bias;
+};
+
+ggml_tensor * build_linear(graph_case & g, const linear_param & p) {
+    ggml_tensor * w  = g.input("w", GGML_TYPE_I8, {p.K, p.N}, fill::int8_weight);
+    ggml_tensor * sw = p.wscale ? g.input("sw", GGML_TYPE_F32, {p.N}, fill::positive) : nullptr;
+    ggml_tensor * b  = p.bias ? g.input("b", GGML_TYPE_F32, {p.N}, fill::normal) : nullptr;
+    switch (p.kind) {
+        case SD_LINEAR_I8_INPUT_F32: {
+            ggml_tensor * x = g.input("x", GGML_TYPE_F32, {p.K, p.rows}, fill::special_rows);
+            return ggml_mul_mat_i8_tensorwise(g.ctx, w, x, sw, b, p.group);
+        }
+        case SD_LINEAR_I8_INPUT_PACKED: {
+            ggml_tensor * x = g.input("x", GGML_TYPE_F32, {p.K, p.rows}, fill::special_rows);
+            ggml_tensor * q = ggml_quantize_i8_convrot(g.ctx, x, p.group);
+            return ggml_mul_mat_i8_tensorwise(g.ctx, w, q, sw, b, p.group);
+        }
+        default: {
+            ggml_tensor * x  = g.input("xi", GGML_TYPE_I8, {p.K, p.rows}, fill::int8);
+            ggml_tensor * sx = g.input("sx", GGML_TYPE_F32, {p.rows}, fill::positive);
+            return ggml_mul_mat_i8_tensorwise(g.ctx, w, x, sw, b, 0, sx);
+        }
+    }
+}
+
+TEST_F(VulkanSd, LinearI8BitIdenticalToCpu) {
+    const linear_param cases[] = {
+        {256, 64, 16, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+        {512, 67, 13, SD_LINEAR_I8_INPUT_PACKED, 256, true, false},
+        {768, 33, 7, SD_LINEAR_I8_INPUT_PACKED, 256, false, true},
+        {256, 5, 1, SD_LINEAR_I8_INPUT_PACKED, 64, false, false},
+        {64, 9, 6, SD_LINEAR_I8_INPUT_PACKED, 16, true, true},
+        {512, 130, 128, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+        {256, 31, 9, SD_LINEAR_I8_INPUT_F32, 256, true, true},
+        {100, 7, 5, SD_LINEAR_I8_INPUT_F32, 4, true, false},
+        {12, 3, 7, SD_LINEAR_I8_INPUT_F32, 0, false, true},
+        {256, 19, 11, SD_LINEAR_I8_INPUT_I8, 0, true, true},
+        {36, 5, 3, SD_LINEAR_I8_INPUT_I8, 0, false, false},
+        {1024, 16, 4, SD_LINEAR_I8_INPUT_I8, 0, true, false},
+    };
+    for (const linear_param & p : cases) {
+        SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " rows " + std::to_string(p.rows) +
+                     " kind " + std::to_string(p.kind) + " group " + std::to_string(p.group));
+        const builder    b   = [&](graph_case & g) { return build_linear(g, p); };
+        const run_result cpu = run(false, b), vk = run(true, b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        std::vector<std::string> want = {SD_VK_KERNEL_LINEAR_I8};
+        if (p.kind == SD_LINEAR_I8_INPUT_PACKED) want.push_back(SD_VK_KERNEL_QUANTIZE_I8);
+        expect_all_on_vulkan(vk, want);
+        // bit-identical: exact int32 sums, the same epilogue steps in the same order (NaN rows
+        // compare by bits too: both produce the same quiet NaN from NaN scales)
+        expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "linear output");
+    }
+}
+
+// K not a multiple of 4: declined, runs on the CPU, same result.
+TEST_F(VulkanSd, LinearOddKFallsBackToCpu) {
+    const linear_param p   = {13, 5, 3, SD_LINEAR_I8_INPUT_I8, 0, true, true};
+    const builder      b   = [&](graph_case & g) { return build_linear(g, p); };
+    const run_result   cpu = run(false, b), vk = run(true, b);
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    bool on_cpu = false;
+    for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
+    EXPECT_TRUE(on_cpu);
+    expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "linear output");
+}
+
+} // namespace
+
+// Leak checking (the sanitizer pass): keep the driver and layer libraries mapped so LeakSanitizer
+// can name leaks inside them, and suppress those (not ours), as test-vulkan does.
+void pin_vulkan_libraries() {
+    for (const char * lib : {"libvulkan_lvp.so", "libVkLayer_khronos_validation.so", "libVkLayer_MESA_device_select.so"}) {
+        dlopen(lib, RTLD_NOW | RTLD_NODELETE | RTLD_LOCAL);
+    }
+}
+
+extern "C" const char * __lsan_default_suppressions() {
+    return "leak:libvulkan_lvp.so\nleak:libVkLayer_khronos_validation.so\nleak:libVkLayer_MESA_device_select.so\n"
+           "leak:libvulkan.so\nleak:libLLVM\n";
+}
+
+int main(int argc, char ** argv) {
+    pin_vulkan_libraries();
+    setenv("GGML_VK_VALIDATE", "1", 0); // before the first registry use
+    ::testing::InitGoogleTest(&argc, argv);
+    ::testing::AddGlobalTestEnvironment(new BackendsFreer);
+    return RUN_ALL_TESTS();
+}
