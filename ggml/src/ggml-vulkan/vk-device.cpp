@@ -224,17 +224,55 @@ bool init_logical(vk_device * dev) {
     qci.queueCount       = 1;
     qci.pQueuePriorities = &prio;
 
+    // optional features application shaders may use (ggml_ext_vulkan_v1 reports them)
+    std::vector<const char *> exts;
+    {
+        uint32_t ne = 0;
+        vkEnumerateDeviceExtensionProperties(dev->phys, nullptr, &ne, nullptr);
+        std::vector<VkExtensionProperties> avail(ne);
+        vkEnumerateDeviceExtensionProperties(dev->phys, nullptr, &ne, avail.data());
+        for (const auto & e : avail) {
+            if (strcmp(e.extensionName, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) == 0) dev->feat_int_dot = true;
+            if (strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0) {
+                dev->feat_subgroup_size_control = true;
+            }
+        }
+    }
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR qdot{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    VkPhysicalDeviceVulkan12Features avail12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2        avail2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    avail2.pNext = &avail12;
+    if (dev->feat_int_dot) avail12.pNext = &qdot;
+    vkGetPhysicalDeviceFeatures2(dev->phys, &avail2);
+    dev->feat_int_dot = dev->feat_int_dot && qdot.shaderIntegerDotProduct;
+    dev->feat_storage8 = avail12.storageBuffer8BitAccess;
+    dev->feat_int8     = avail12.shaderInt8;
+    dev->feat_float16  = avail12.shaderFloat16;
+    dev->feat_int16    = avail2.features.shaderInt16;
+    if (dev->feat_int_dot) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR qdot_on{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    qdot_on.shaderIntegerDotProduct = VK_TRUE;
     VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    f12.bufferDeviceAddress = VK_TRUE;
+    f12.bufferDeviceAddress     = VK_TRUE;
+    f12.storageBuffer8BitAccess = dev->feat_storage8 ? VK_TRUE : VK_FALSE;
+    f12.shaderInt8              = dev->feat_int8 ? VK_TRUE : VK_FALSE;
+    f12.shaderFloat16           = dev->feat_float16 ? VK_TRUE : VK_FALSE;
+    if (dev->feat_int_dot) f12.pNext = &qdot_on;
     VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
     f11.storageBuffer16BitAccess = VK_TRUE;
     f11.pNext                    = &f12;
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     f2.features.shaderInt64 = VK_TRUE;
+    f2.features.shaderInt16 = dev->feat_int16 ? VK_TRUE : VK_FALSE;
     f2.pNext                = &f11;
 
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-    dci.pNext                = &f2;
+    dci.pNext                   = &f2;
+    dci.enabledExtensionCount   = (uint32_t) exts.size();
+    dci.ppEnabledExtensionNames = exts.data();
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos    = &qci;
     VkResult r = vkCreateDevice(dev->phys, &dci, nullptr, &dev->device);
@@ -397,6 +435,8 @@ void * reg_get_proc_address(ggml_backend_reg_t, const char * name) {
     if (strcmp(name, "ggml_backend_vk_validation_message_count") == 0) {
         return (void *) ggml_backend_vk_validation_message_count;
     }
+    if (strcmp(name, "ggml_ext_vulkan_v1") == 0) return const_cast<void *>(vk_ext_service_table());
+    if (strcmp(name, GGML_BACKEND_PLAN_HOOKS) == 0) return const_cast<void *>(vk_plan_hooks());
     return nullptr;
 }
 
