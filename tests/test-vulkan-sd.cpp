@@ -93,14 +93,20 @@ struct input_spec {
     fill          kind;
 };
 
+// Inputs live in their own context, allocated on the backend under test before scheduling (so
+// the scheduler places the nodes next to their data, as model weights do); the graph's own
+// tensors are allocated by the scheduler.
 struct graph_case {
-    ggml_context *          ctx = nullptr;
+    ggml_context *          ctx = nullptr, *ctx_in = nullptr;
+    ggml_backend_buffer_t   buf = nullptr;
     std::vector<input_spec> inputs;
     ~graph_case() {
         if (ctx) ggml_free(ctx);
+        if (ctx_in) ggml_free(ctx_in);
+        if (buf) ggml_backend_buffer_free(buf);
     }
     ggml_tensor * input(const char * name, ggml_type type, std::vector<int64_t> ne, fill kind) {
-        ggml_tensor * t = ggml_new_tensor(ctx, type, (int) ne.size(), ne.data());
+        ggml_tensor * t = ggml_new_tensor(ctx_in, type, (int) ne.size(), ne.data());
         ggml_set_name(t, name);
         ggml_set_input(t);
         inputs.push_back({t, kind});
@@ -158,6 +164,7 @@ run_result run(bool on_vk, const builder & build) {
     ip.mem_size   = 64 * ggml_tensor_overhead() + ggml_graph_overhead();
     ip.no_alloc   = true;
     g.ctx         = ggml_init(ip);
+    g.ctx_in      = ggml_init(ip);
     ggml_tensor * out = build(g);
     if (!out) {
         ADD_FAILURE() << "graph construction failed: " << ggml_ext_last_error();
@@ -167,6 +174,15 @@ run_result run(bool on_vk, const builder & build) {
     ggml_cgraph * gf = ggml_new_graph(g.ctx);
     ggml_build_forward_expand(gf, out);
 
+    g.buf = ggml_backend_alloc_ctx_tensors(g.ctx_in, on_vk ? be.vk : be.cpu);
+    if (!g.buf) {
+        ADD_FAILURE() << "input allocation failed";
+        return res;
+    }
+    for (const input_spec & in : g.inputs) {
+        const std::vector<uint8_t> b = input_bytes(in.t, in.kind);
+        ggml_backend_tensor_set(in.t, b.data(), 0, b.size());
+    }
     ggml_backend_t       list[2] = {be.vk, be.cpu};
     ggml_backend_t *     bl      = on_vk ? list : list + 1;
     const int            nb      = on_vk ? 2 : 1;
@@ -175,10 +191,6 @@ run_result run(bool on_vk, const builder & build) {
         ADD_FAILURE() << "sched_alloc_graph failed";
         ggml_backend_sched_free(sched);
         return res;
-    }
-    for (const input_spec & in : g.inputs) {
-        const std::vector<uint8_t> b = input_bytes(in.t, in.kind);
-        ggml_backend_tensor_set(in.t, b.data(), 0, b.size());
     }
     const ggml_status st = ggml_backend_sched_graph_compute(sched, gf);
     EXPECT_EQ(st, GGML_STATUS_SUCCESS);
