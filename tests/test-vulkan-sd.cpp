@@ -13,6 +13,7 @@
 
 #include "ggml_extensions.h"
 #include "vulkan/int8.h"
+#include "vulkan/rope.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -23,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -55,6 +57,7 @@ struct backends {
             // the registration entry point covers this device when the Vulkan registrar is in
             // SD_BACKEND_EXTENSIONS; calling it directly is idempotent
             EXPECT_TRUE(sd_vulkan_register_int8(ggml_backend_get_device(vk)));
+            EXPECT_TRUE(sd_vulkan_register_rope(ggml_backend_get_device(vk)));
         }
     }
     void release() {
@@ -385,6 +388,128 @@ TEST_F(VulkanSd, LinearOddKFallsBackToCpu) {
     for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
     EXPECT_TRUE(on_cpu);
     expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "linear output");
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.rope_apply.v1 and RMS_NORM -> MUL -> RoPE
+
+struct rope_param {
+    int64_t d, H, L, N, n_freq;
+    int     mode;
+    bool    permuted; // x is a permuted view ([d, L, H, N] storage): strided rows
+};
+
+std::string rope_name(const rope_param & p) {
+    return "d " + std::to_string(p.d) + " H " + std::to_string(p.H) + " L " + std::to_string(p.L) + " N " +
+           std::to_string(p.N) + " nf " + std::to_string(p.n_freq) + (p.mode ? " split" : " interleaved") +
+           (p.permuted ? " permuted" : "");
+}
+
+ggml_tensor * rope_input(graph_case & g, const rope_param & p) {
+    if (!p.permuted) return g.input("rx", GGML_TYPE_F32, {p.d, p.H, p.L, p.N}, fill::normal);
+    ggml_tensor * t = g.input("rxp", GGML_TYPE_F32, {p.d, p.L, p.H, p.N}, fill::normal);
+    return ggml_permute(g.ctx, t, 0, 2, 1, 3); // [d, H, L, N] with nb1 > nb2
+}
+
+ggml_tensor * rope_pe(graph_case & g, const rope_param & p) {
+    return g.input("pe", GGML_TYPE_F32, {2, 2, p.n_freq, p.L}, fill::normal);
+}
+
+const rope_param k_rope_cases[] = {
+    {64, 4, 7, 1, 32, SD_ROPE_INTERLEAVED, false}, {64, 4, 7, 1, 32, SD_ROPE_SPLIT_HALF, false},
+    {64, 3, 5, 2, 16, SD_ROPE_INTERLEAVED, false}, {64, 3, 5, 2, 16, SD_ROPE_SPLIT_HALF, false},
+    {10, 2, 9, 1, 3, SD_ROPE_INTERLEAVED, true},   {10, 2, 9, 1, 3, SD_ROPE_SPLIT_HALF, true},
+    {128, 2, 13, 1, 64, SD_ROPE_INTERLEAVED, true}, {6, 1, 1, 1, 1, SD_ROPE_SPLIT_HALF, false},
+};
+
+TEST_F(VulkanSd, RopeApplyBitIdenticalToCpu) {
+    for (const rope_param & p : k_rope_cases) {
+        SCOPED_TRACE(rope_name(p));
+        const builder b = [&](graph_case & g) {
+            return sd_rope_apply(g.ctx, rope_input(g, p), rope_pe(g, p), p.mode);
+        };
+        const run_result cpu = run(false, b), vk = run(true, b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        expect_all_on_vulkan(vk, {SD_VK_KERNEL_ROPE_APPLY});
+        expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "rope output");
+    }
+}
+
+// RMS_NORM -> MUL(w) -> RoPE; also_output: the product is a graph output too (an external use
+// of an intermediate: the fusion must decline).
+ggml_tensor * build_norm_rope(graph_case & g, const rope_param & p, bool also_output) {
+    ggml_tensor * x    = rope_input(g, p);
+    ggml_tensor * w    = g.input("nw", GGML_TYPE_F32, {p.d}, fill::normal);
+    ggml_tensor * norm = ggml_rms_norm(g.ctx, x, 1e-6f);
+    ggml_tensor * mul  = ggml_mul(g.ctx, norm, w);
+    if (also_output) ggml_set_output(mul);
+    return sd_rope_apply(g.ctx, mul, rope_pe(g, p), p.mode);
+}
+
+bool has_step(const run_result & r, const char * kernel) {
+    for (const ggml_ext_step_info & s : r.steps)
+        if (s.kernel && strcmp(s.kernel, kernel) == 0) return true;
+    return false;
+}
+
+struct fusion_off_scope {
+    fusion_off_scope() { sd_ggml_set_fusion_enabled(false); }
+    ~fusion_off_scope() { sd_ggml_set_fusion_enabled(true); }
+};
+
+float max_abs_diff(const std::vector<uint8_t> & a, const std::vector<uint8_t> & b, float * max_ref) {
+    const float * x = (const float *) a.data();
+    const float * y = (const float *) b.data();
+    float         m = 0.0f, r = 0.0f;
+    for (size_t i = 0; i < a.size() / 4; ++i) {
+        m = std::max(m, std::fabs(x[i] - y[i]));
+        r = std::max(r, std::fabs(x[i]));
+    }
+    *max_ref = r;
+    return m;
+}
+
+// Fusion on == fusion off on the device (bit for bit), the fused step is in the plan, and the
+// result is within float rounding of the CPU chain (whose RMS_NORM reduces in double).
+TEST_F(VulkanSd, RmsNormMulRopeFusionEqualsUnfused) {
+    for (const rope_param & p : k_rope_cases) {
+        SCOPED_TRACE(rope_name(p));
+        const builder b = [&](graph_case & g) { return build_norm_rope(g, p, false); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        const run_result cpu = run(false, b);
+        ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_RMS_NORM_MUL_ROPE});
+        expect_all_on_vulkan(plain, {SD_VK_KERNEL_ROPE_APPLY});
+        EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_RMS_NORM_MUL_ROPE));
+        expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
+        float ref = 0.0f;
+        const float diff = max_abs_diff(cpu.out, fused.out, &ref);
+        EXPECT_LE(diff, 1e-5f * std::max(ref, 1.0f)) << "fused Vulkan vs CPU chain";
+    }
+}
+
+TEST_F(VulkanSd, RmsNormMulRopeFusionDeclines) {
+    const rope_param p = {64, 4, 7, 1, 32, SD_ROPE_INTERLEAVED, false};
+    // the product is also a graph output: the plain operators run
+    const builder    b_ext = [&](graph_case & g) { return build_norm_rope(g, p, true); };
+    const run_result ext   = run(true, b_ext);
+    ASSERT_TRUE(ext.ok);
+    EXPECT_FALSE(has_step(ext, SD_VK_KERNEL_RMS_NORM_MUL_ROPE)) << "fused although an intermediate is an output";
+    const builder b     = [&](graph_case & g) { return build_norm_rope(g, p, false); };
+    const run_result fz = run(true, b);
+    expect_same_bytes(fz.out, ext.out, 0, fz.out.size(), "declined vs fused");
+    // GGML_VK_DISABLE_FUSION
+    setenv("GGML_VK_DISABLE_FUSION", "1", 1);
+    const run_result off = run(true, b);
+    unsetenv("GGML_VK_DISABLE_FUSION");
+    ASSERT_TRUE(off.ok);
+    EXPECT_FALSE(has_step(off, SD_VK_KERNEL_RMS_NORM_MUL_ROPE)) << "GGML_VK_DISABLE_FUSION not honoured";
+    expect_same_bytes(fz.out, off.out, 0, fz.out.size(), "GGML_VK_DISABLE_FUSION vs fused");
 }
 
 } // namespace
