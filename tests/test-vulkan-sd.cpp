@@ -512,6 +512,66 @@ TEST_F(VulkanSd, RmsNormMulRopeFusionDeclines) {
     expect_same_bytes(fz.out, off.out, 0, fz.out.size(), "GGML_VK_DISABLE_FUSION vs fused");
 }
 
+// ---------------------------------------------------------------------------------------------
+// sd.linear_i8.v1 -> MUL(gate) -> ADD(residual)
+
+// residual_kind: 0 an input tensor, 1 an intermediate (x * 0.5, computed on the device) that the
+// allocator may overwrite in place with the ADD's result
+ggml_tensor * build_epilogue(graph_case & g, const linear_param & p, bool with_gate, int residual_kind,
+                             bool lin_is_output) {
+    ggml_tensor * lin = build_linear(g, p);
+    if (lin_is_output) ggml_set_output(lin);
+    ggml_tensor * v = lin;
+    if (with_gate) v = ggml_mul(g.ctx, lin, g.input("gate", GGML_TYPE_F32, {p.N, 1, 1}, fill::normal));
+    ggml_tensor * res = g.input("res", GGML_TYPE_F32, {p.N, p.rows}, fill::normal);
+    if (residual_kind == 1) res = ggml_scale(g.ctx, res, 0.5f);
+    return ggml_add(g.ctx, res, v);
+}
+
+TEST_F(VulkanSd, LinearGateResidualFusionEqualsUnfusedAndCpu) {
+    const linear_param cases[] = {
+        {256, 64, 16, SD_LINEAR_I8_INPUT_PACKED, 256, true, false},
+        {512, 67, 13, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+        {256, 19, 11, SD_LINEAR_I8_INPUT_I8, 0, true, true},
+        {100, 7, 5, SD_LINEAR_I8_INPUT_F32, 4, false, true},
+    };
+    for (const linear_param & p : cases) {
+        for (int with_gate = 0; with_gate < 2; ++with_gate) {
+            for (int rk = 0; rk < 2; ++rk) {
+                SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " kind " +
+                             std::to_string(p.kind) + " gate " + std::to_string(with_gate) + " residual " +
+                             std::to_string(rk));
+                const builder b = [&](graph_case & g) { return build_epilogue(g, p, with_gate, rk, false); };
+                const run_result fused = run(true, b);
+                run_result       plain;
+                {
+                    fusion_off_scope off;
+                    plain = run(true, b);
+                }
+                const run_result cpu = run(false, b);
+                ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+                expect_all_on_vulkan(fused, {SD_VK_KERNEL_LINEAR_I8_GATE_RES});
+                EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_LINEAR_I8_GATE_RES));
+                expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
+                expect_same_bytes(cpu.out, fused.out, 0, cpu.out.size(), "fused Vulkan vs CPU");
+            }
+        }
+    }
+}
+
+TEST_F(VulkanSd, LinearGateResidualFusionDeclinesExternalUse) {
+    const linear_param p = {256, 64, 16, SD_LINEAR_I8_INPUT_PACKED, 256, true, false};
+    const builder b_ext  = [&](graph_case & g) { return build_epilogue(g, p, true, 0, true); };
+    const run_result ext = run(true, b_ext);
+    ASSERT_TRUE(ext.ok);
+    EXPECT_FALSE(has_step(ext, SD_VK_KERNEL_LINEAR_I8_GATE_RES)) << "fused although the linear is an output";
+    const builder b = [&](graph_case & g) { return build_epilogue(g, p, true, 0, false); };
+    const run_result fz = run(true, b);
+    ASSERT_TRUE(fz.ok);
+    EXPECT_TRUE(has_step(fz, SD_VK_KERNEL_LINEAR_I8_GATE_RES));
+    expect_same_bytes(fz.out, ext.out, 0, fz.out.size(), "declined vs fused");
+}
+
 } // namespace
 
 // Leak checking (the sanitizer pass): keep the driver and layer libraries mapped so LeakSanitizer

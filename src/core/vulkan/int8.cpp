@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -298,6 +299,86 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     return linear_run(backend, node, node, nullptr, nullptr, ws, ws_bytes);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fusion: sd.linear_i8.v1 -> MUL(., gate[N]) -> ADD(residual, .), or sd.linear_i8.v1 -> ADD
+// (the Krea2 block's wo and mlp_down epilogues): the GEMM's epilogue multiplies by the gate and
+// adds the residual, each step rounded separately like the native MUL and ADD, so the linear's
+// output and the product are never written. The same chains as the CPU rule.
+
+bool is_f32_like(const ggml_tensor * t, const ggml_tensor * shape) {
+    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_are_same_shape(t, shape);
+}
+
+// The operand of the binary node b that is not `chain` (NULL unless exactly one src is chain).
+const ggml_tensor * other_src(const ggml_tensor * b, const ggml_tensor * chain) {
+    if (!b->src[0] || !b->src[1] || b->src[2]) return nullptr;
+    if (b->src[0] == chain && b->src[1] != chain) return b->src[1];
+    if (b->src[1] == chain && b->src[0] != chain) return b->src[0];
+    return nullptr;
+}
+
+// The gate of MUL(lin, gate) / MUL(gate, lin) when it is one F32 value per output channel.
+const ggml_tensor * gate_of(const ggml_tensor * mul, const ggml_tensor * lin) {
+    if (mul->op != GGML_OP_MUL || !is_f32_like(mul, lin)) return nullptr;
+    const ggml_tensor * g = other_src(mul, lin);
+    if (!g || g->type != GGML_TYPE_F32 || !ggml_is_contiguous(g) || g->ne[0] != lin->ne[0] || g->ne[1] != 1 ||
+        g->ne[2] != 1 || g->ne[3] != 1 || !word_aligned(g))
+        return nullptr;
+    return g;
+}
+
+// The residual of ADD(residual, v) / ADD(v, residual): same shape as v, F32 and contiguous.
+const ggml_tensor * residual_of(const ggml_tensor * add, const ggml_tensor * v) {
+    if (add->op != GGML_OP_ADD || !is_f32_like(add, v)) return nullptr;
+    const ggml_tensor * r = other_src(add, v);
+    return r && is_f32_like(r, v) && word_aligned(r) ? r : nullptr;
+}
+
+struct epilogue_chain {
+    const ggml_tensor *lin = nullptr, *gate = nullptr, *residual = nullptr;
+};
+
+bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, int count, epilogue_chain & c) {
+    c     = epilogue_chain{};
+    c.lin = n[0];
+    if (ggml_ext_get_op(n[0]) != sd_op_linear_i8() || (dev && !linear_supports(dev, n[0], nullptr))) return false;
+    if (count == 3) {
+        c.gate = gate_of(n[1], n[0]);
+        if (!c.gate || c.gate == n[0]) return false;
+    }
+    c.residual = residual_of(n[count - 1], n[count - 2]);
+    if (!c.residual || c.residual == n[0] || c.residual == n[1]) return false;
+    return !dev || sd_vk::fits_binding(dev, ggml_nbytes(c.residual));
+}
+
+int epilogue_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
+    if (!sd_vk::fusion_enabled()) return 0;
+    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
+    const int     n = ggml_graph_n_nodes(g);
+    if (first + 1 >= n) return 0;
+    const ggml_tensor * nodes[3] = {ggml_graph_node(g, first), ggml_graph_node(g, first + 1),
+                                    first + 2 < n ? ggml_graph_node(g, first + 2) : nullptr};
+    epilogue_chain c;
+    if (nodes[2] && chain_of(dev, nodes, 3, c)) return 3;
+    return chain_of(dev, nodes, 2, c) ? 2 : 0;
+}
+
+ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    epilogue_chain c;
+    if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    *ws = layout_of(c.lin, nodes->nodes[nodes->n_nodes - 1]).total;
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                             void *) {
+    epilogue_chain c;
+    if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    return linear_run(backend, c.lin, nodes->nodes[nodes->n_nodes - 1], c.gate, c.residual, ws, ws_bytes);
+}
+
 } // namespace
 
 bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
@@ -330,8 +411,15 @@ bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
     l.prepare   = linear_prepare;
     l.execute   = linear_execute;
 
+    ggml_ext_kernel_desc e{};
+    e.name    = SD_VK_KERNEL_LINEAR_I8_GATE_RES;
+    e.op      = GGML_OP_NONE; // fusion only
+    e.match   = epilogue_match;
+    e.prepare = epilogue_prepare;
+    e.execute = epilogue_execute;
+
     bool ok = true;
-    for (const ggml_ext_kernel_desc * d : {&q, &l}) {
+    for (const ggml_ext_kernel_desc * d : {&q, &l, &e}) {
         if (!ggml_ext_register_kernel(dev, d)) {
             fprintf(stderr, "sd vulkan int8: kernel registration failed: %s\n", ggml_ext_last_error());
             ok = false;

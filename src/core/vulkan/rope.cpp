@@ -20,12 +20,6 @@
 #include <map>
 #include <mutex>
 
-bool sd_vulkan_fusion_enabled() {
-    if (!sd_ggml_fusion_enabled()) return false;
-    const char * e = getenv("GGML_VK_DISABLE_FUSION");
-    return e == nullptr || e[0] == '\0' || strcmp(e, "0") == 0;
-}
-
 namespace {
 
 using sd_vk::bound;
@@ -137,7 +131,7 @@ const ggml_tensor * match_chain(ggml_backend_dev_t dev, const ggml_tensor * norm
 }
 
 int fused_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
-    if (!sd_vulkan_fusion_enabled()) return 0;
+    if (!sd_vk::fusion_enabled()) return 0;
     ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
     if (first + 2 >= ggml_graph_n_nodes(g)) return 0;
     return match_chain(dev, ggml_graph_node(g, first), ggml_graph_node(g, first + 1), ggml_graph_node(g, first + 2))

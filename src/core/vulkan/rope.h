@@ -12,7 +12,3 @@ bool sd_vulkan_register_rope(ggml_backend_dev_t dev);
 
 #define SD_VK_KERNEL_ROPE_APPLY       "sd.vulkan.rope_apply"
 #define SD_VK_KERNEL_RMS_NORM_MUL_ROPE "sd.vulkan.rms_norm_mul_rope"
-
-// Whether the sd Vulkan fusion rules may match: sd_ggml_fusion_enabled() and the environment
-// does not set GGML_VK_DISABLE_FUSION (to anything but "0" or ""); read at every match.
-bool sd_vulkan_fusion_enabled();

@@ -4,7 +4,11 @@
 
 #include "shaders.h"
 
+#include "../ggml_extensions.h"
+
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -127,6 +131,12 @@ ggml_status copy(ggml_backend_t backend, const bound & dst, const bound & src) {
     const ggml_status s = vk->copy(backend, &dst.b, &src.b);
     if (s != GGML_STATUS_SUCCESS) fprintf(stderr, "sd vulkan: copy failed: %s\n", vk->last_error());
     return s;
+}
+
+bool fusion_enabled() {
+    if (!sd_ggml_fusion_enabled()) return false;
+    const char * e = getenv("GGML_VK_DISABLE_FUSION");
+    return e == nullptr || e[0] == '\0' || strcmp(e, "0") == 0;
 }
 
 void grid_1d(ggml_backend_t backend, uint64_t n, uint32_t groups[3]) {

@@ -49,6 +49,10 @@ ggml_status dispatch(ggml_backend_t backend, const char * shader, const bound * 
 // Device copy dst <- src (equal sizes, multiples of 4 bytes, no overlap).
 ggml_status copy(ggml_backend_t backend, const bound & dst, const bound & src);
 
+// Whether the sd Vulkan fusion rules may match: sd_ggml_fusion_enabled() and the environment
+// does not set GGML_VK_DISABLE_FUSION (to anything but "0" or ""); read at every match.
+bool fusion_enabled();
+
 // Splits n workgroups into an (x, y) grid within the device's per-dimension limit.
 void grid_1d(ggml_backend_t backend, uint64_t n, uint32_t groups[3]);
 
