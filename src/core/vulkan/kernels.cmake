@@ -1,6 +1,6 @@
-# The sd Vulkan kernels (src/core/vulkan): application GLSL compute shaders compiled by glslc at
-# build time into SPIR-V word lists that a generated .cpp embeds (the mechanism of
-# ggml/src/ggml-vulkan/vulkan.cmake), and the kernel sources, added to sd-core. Included from
+# The sd Vulkan kernels' shaders (src/core/vulkan/shaders): application GLSL compute shaders
+# compiled by glslc at build time into SPIR-V word lists that a generated .cpp embeds (the
+# mechanism of ggml/src/ggml-vulkan/vulkan.cmake), added to sd-core. Included from
 # src/CMakeLists.txt when GGML_VULKAN is on.
 #
 # -O0: SPIR-V optimisation is disabled (the spec's compilation policy for these kernels: the
@@ -38,15 +38,7 @@ string(APPEND _sd_vk_cpp "\nstatic const sd_vk_shader blobs[] = {\n${_sd_vk_tabl
 file(GENERATE OUTPUT ${SD_VK_GEN_DIR}/sd-vk-shaders.cpp CONTENT "${_sd_vk_cpp}")
 set_source_files_properties(${SD_VK_GEN_DIR}/sd-vk-shaders.cpp PROPERTIES OBJECT_DEPENDS "${_sd_vk_incs}")
 
-file(GLOB SD_VK_SOURCES CONFIGURE_DEPENDS ${SD_VK_DIR}/*.cpp)
-target_sources(sd-core PRIVATE ${SD_VK_SOURCES} ${SD_VK_GEN_DIR}/sd-vk-shaders.cpp ${_sd_vk_incs})
+# the kernel sources themselves are in SD_CORE_SOURCES (src/CMakeLists.txt); public-header-only
+# includes are checked by scripts/check-public-includes.sh
+target_sources(sd-core PRIVATE ${SD_VK_GEN_DIR}/sd-vk-shaders.cpp ${_sd_vk_incs})
 target_include_directories(sd-core PRIVATE ${SD_VK_DIR} ${SD_VK_GEN_DIR})
-
-# src/core/vulkan may include only public ggml headers (ggml/include): fail the build otherwise
-file(GLOB SD_VK_ALL_SOURCES CONFIGURE_DEPENDS ${SD_VK_DIR}/*.cpp ${SD_VK_DIR}/*.h)
-foreach(_f ${SD_VK_ALL_SOURCES})
-    file(STRINGS ${_f} _bad REGEX "#[ \t]*include[ \t]*[<\"](.*/)?(ggml/src/|vk-internal\\.h|vk-shaders\\.h)")
-    if(_bad)
-        message(FATAL_ERROR "${_f} includes a private ggml header (${_bad}); src/core/vulkan may include only ggml/include headers")
-    endif()
-endforeach()

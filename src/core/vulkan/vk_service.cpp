@@ -3,6 +3,7 @@
 #include "vk_service.h"
 
 #include "shaders.h"
+#include "vulkan_kernels.h"
 
 #include "../ggml_extensions.h"
 
@@ -14,14 +15,7 @@
 
 namespace sd_vk {
 
-const ggml_ext_vulkan_v1 * service(ggml_backend_dev_t dev) {
-    if (!dev) return nullptr;
-    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
-    if (!reg) return nullptr;
-    const auto * vk = static_cast<const ggml_ext_vulkan_v1 *>(ggml_backend_reg_get_proc_address(reg, GGML_EXT_VULKAN_V1));
-    if (!vk || vk->version < 1 || vk->size < sizeof(ggml_ext_vulkan_v1)) return nullptr;
-    return vk;
-}
+const ggml_ext_vulkan_v1 * service(ggml_backend_dev_t dev) { return sd_vulkan_services(dev); }
 
 const ggml_ext_vulkan_device_info * device_info(ggml_backend_dev_t dev) {
     static std::mutex                                                 mu;
