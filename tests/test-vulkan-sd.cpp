@@ -13,6 +13,7 @@
 
 #include "ggml_extensions.h"
 #include "vulkan/int8.h"
+#include "vulkan/norm_quant.h"
 #include "vulkan/rope.h"
 
 #include "ggml-alloc.h"
@@ -58,6 +59,7 @@ struct backends {
             // SD_BACKEND_EXTENSIONS; calling it directly is idempotent
             EXPECT_TRUE(sd_vulkan_register_int8(ggml_backend_get_device(vk)));
             EXPECT_TRUE(sd_vulkan_register_rope(ggml_backend_get_device(vk)));
+            EXPECT_TRUE(sd_vulkan_register_norm_quant(ggml_backend_get_device(vk)));
         }
     }
     void release() {
@@ -647,6 +649,71 @@ TEST_F(VulkanSd, OutputsOverlappingInputsUseWorkspace) {
                 expect_same_bytes(ref.out, got, 0, got.size(), "aliased output");
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMS_NORM -> MUL(w1) -> MUL(mod_scale) -> ADD -> ADD(shift) -> ConvRot (Krea2's modulated norm)
+
+// external: 0 none, 1 the normalised product is also a graph output, 2 the final ADD is
+ggml_tensor * build_modulation(graph_case & g, int64_t K, int64_t rows, int group, int external) {
+    ggml_tensor * x  = g.input("mx", GGML_TYPE_F32, {K, rows}, fill::special_rows);
+    ggml_tensor * w1 = g.input("mw1", GGML_TYPE_F32, {K}, fill::normal);
+    ggml_tensor * ms = g.input("mms", GGML_TYPE_F32, {K, 1, 1}, fill::normal);
+    ggml_tensor * sh = g.input("msh", GGML_TYPE_F32, {K, 1, 1}, fill::normal);
+    ggml_tensor * h  = ggml_mul(g.ctx, ggml_rms_norm(g.ctx, x, 1e-6f), w1);
+    ggml_tensor * t  = ggml_mul(g.ctx, h, ms);
+    ggml_tensor * y  = ggml_add(g.ctx, ggml_add(g.ctx, h, t), sh);
+    if (external == 1) ggml_set_output(h);
+    if (external == 2) ggml_set_output(y);
+    return ggml_quantize_i8_convrot(g.ctx, y, group);
+}
+
+TEST_F(VulkanSd, ModulationQuantizeFusionEqualsUnfused) {
+    struct mcase {
+        int64_t K, rows;
+        int     group;
+    };
+    for (const mcase & c : {mcase{512, 128, 256}, mcase{256, 7, 256}, mcase{768, 5, 64}, mcase{20, 9, 4}, mcase{12, 3, 1}}) {
+        SCOPED_TRACE("K " + std::to_string(c.K) + " rows " + std::to_string(c.rows) + " group " + std::to_string(c.group));
+        const builder    b     = [&](graph_case & g) { return build_modulation(g, c.K, c.rows, c.group, 0); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        ASSERT_TRUE(fused.ok && plain.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+        EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_MODULATION_QUANTIZE));
+        expect_packed_equal(plain.out, fused.out, c.K, c.rows);
+        // against the CPU chain (its RMS_NORM reduces in double): bytes at most 1 apart where a
+        // value sits near a rounding boundary. Rows 4 and 5 (values ~1e30 and ~1e-30) are left
+        // out: the native Vulkan RMS_NORM's float sum of squares overflows / underflows there
+        // (the device's semantics, which the fusion reproduces), the CPU's double sum does not.
+        const run_result cpu = run(false, b);
+        ASSERT_TRUE(cpu.ok);
+        size_t off_by_more = 0;
+        for (size_t i = 0; i < (size_t) (c.K * c.rows); ++i) {
+            const int64_t r = (int64_t) i / c.K;
+            if (r == 4 || r == 5) continue;
+            off_by_more += std::abs((int) (int8_t) cpu.out[i] - (int) (int8_t) fused.out[i]) > 1;
+        }
+        EXPECT_EQ(off_by_more, 0u) << "quantized values more than 1 apart from the CPU chain";
+    }
+}
+
+TEST_F(VulkanSd, ModulationQuantizeFusionDeclinesExternalUse) {
+    for (int external : {1, 2}) {
+        SCOPED_TRACE("external " + std::to_string(external));
+        const builder    b   = [&](graph_case & g) { return build_modulation(g, 256, 7, 256, external); };
+        const run_result ext = run(true, b);
+        ASSERT_TRUE(ext.ok);
+        EXPECT_FALSE(has_step(ext, SD_VK_KERNEL_MODULATION_QUANTIZE)) << "fused although an intermediate is an output";
+        const builder    b0 = [&](graph_case & g) { return build_modulation(g, 256, 7, 256, 0); };
+        const run_result fz = run(true, b0);
+        ASSERT_TRUE(fz.ok);
+        expect_packed_equal(fz.out, ext.out, 256, 7);
     }
 }
 

@@ -78,6 +78,12 @@ ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound &
 // sd.quantize_i8_convrot.v1
 
 bool quant_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
+    return sd_vulkan_quantize_supported(dev, node);
+}
+
+} // namespace
+
+bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node) {
     if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
     const ggml_tensor * x = node->src[0];
     if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
@@ -91,6 +97,8 @@ bool quant_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
         return false;
     return bindable(dev, x) && bindable(dev, node);
 }
+
+namespace {
 
 ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
     *ws = ggml_nbytes(nodes->nodes[nodes->n_nodes - 1]); // staging when the output overlaps the input

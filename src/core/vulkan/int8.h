@@ -11,6 +11,11 @@
 // repeated calls for the same device return the first call's result.
 bool sd_vulkan_register_int8(ggml_backend_dev_t dev);
 
+// Whether the Vulkan quantizer runs this sd.quantize_i8_convrot.v1 node (contiguous F32 input,
+// group 1..256 dividing K, K % 4 == 0, the packed output shape, bindable sizes). Fusion rules
+// that end in a quantize node accept exactly these.
+bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node);
+
 // Kernel names (plan introspection, tests)
 #define SD_VK_KERNEL_QUANTIZE_I8         "sd.vulkan.quantize_i8_convrot"
 #define SD_VK_KERNEL_LINEAR_I8           "sd.vulkan.linear_i8"

@@ -4,11 +4,13 @@
 // Vulkan symbol: the device kind is recognised by its registry's name and the services are
 // found through get_proc_address.
 //
-// The kernels: RoPE (rope.cpp) and INT8 / ConvRot (int8.cpp).
+// The kernels: RoPE (rope.cpp), INT8 / ConvRot (int8.cpp), modulated norm -> ConvRot
+// (norm_quant.cpp).
 
 #include "vulkan_kernels.h"
 
 #include "int8.h"
+#include "norm_quant.h"
 #include "rope.h"
 
 #include "../ggml_extensions.h"
@@ -30,5 +32,6 @@ extern "C" bool sd_register_vulkan_extensions(ggml_backend_dev_t dev) {
     bool ok = true;
     ok      = sd_vulkan_register_rope(dev) && ok;
     ok      = sd_vulkan_register_int8(dev) && ok;
+    ok      = sd_vulkan_register_norm_quant(dev) && ok;
     return ok;
 }
