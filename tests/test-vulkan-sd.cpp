@@ -105,6 +105,7 @@ struct graph_case {
     ggml_context *          ctx = nullptr, *ctx_in = nullptr;
     ggml_backend_buffer_t   buf = nullptr;
     std::vector<input_spec> inputs;
+    std::vector<ggml_tensor *> expand_first; // added to the graph before the output (node order)
     ~graph_case() {
         if (ctx) ggml_free(ctx);
         if (ctx_in) ggml_free(ctx_in);
@@ -177,6 +178,7 @@ run_result run(bool on_vk, const builder & build) {
     }
     ggml_set_output(out);
     ggml_cgraph * gf = ggml_new_graph(g.ctx);
+    for (ggml_tensor * t : g.expand_first) ggml_build_forward_expand(gf, t);
     ggml_build_forward_expand(gf, out);
 
     g.buf = ggml_backend_alloc_ctx_tensors(g.ctx_in, on_vk ? be.vk : be.cpu);
@@ -715,6 +717,70 @@ TEST_F(VulkanSd, ModulationQuantizeFusionDeclinesExternalUse) {
         ASSERT_TRUE(fz.ok);
         expect_packed_equal(fz.out, ext.out, 256, 7);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GEMM -> SwiGLU [-> ConvRot]: linear(gate), linear(up) on one packed input, SILU(gate), MUL(., up)
+
+// order 0: gate, up, SILU, MUL (sd.cpp's Krea2 order); 1: gate, SILU, up, MUL. with_quant: the
+// product is quantized; external: the up projection is also a graph output (must decline)
+ggml_tensor * build_swiglu(graph_case & g, const linear_param & p, int order, bool with_quant, bool external) {
+    ggml_tensor * x    = g.input("x", GGML_TYPE_F32, {p.K, p.rows}, fill::special_rows);
+    ggml_tensor * wg   = g.input("wg", GGML_TYPE_I8, {p.K, p.N}, fill::int8_weight);
+    ggml_tensor * wu   = g.input("wu", GGML_TYPE_I8, {p.K, p.N}, fill::int8_weight);
+    ggml_tensor * sg   = p.wscale ? g.input("sg", GGML_TYPE_F32, {p.N}, fill::positive) : nullptr;
+    ggml_tensor * su   = p.wscale ? g.input("su", GGML_TYPE_F32, {p.N}, fill::positive) : nullptr;
+    ggml_tensor * bg   = p.bias ? g.input("bg", GGML_TYPE_F32, {p.N}, fill::normal) : nullptr;
+    ggml_tensor * bu   = p.bias ? g.input("bu", GGML_TYPE_F32, {p.N}, fill::normal) : nullptr;
+    ggml_tensor * q    = ggml_quantize_i8_convrot(g.ctx, x, p.group);
+    ggml_tensor * gate = ggml_mul_mat_i8_tensorwise(g.ctx, wg, q, sg, bg, p.group);
+    ggml_tensor * up   = ggml_mul_mat_i8_tensorwise(g.ctx, wu, q, su, bu, p.group);
+    ggml_tensor * s    = ggml_silu(g.ctx, gate);
+    if (external) ggml_set_output(up);
+    g.expand_first = order == 0 ? std::vector<ggml_tensor *>{gate, up} : std::vector<ggml_tensor *>{s, up};
+    ggml_tensor * y = ggml_mul(g.ctx, s, up);
+    return with_quant ? ggml_quantize_i8_convrot(g.ctx, y, 256) : y;
+}
+
+TEST_F(VulkanSd, SwigluFusionEqualsUnfused) {
+    const linear_param cases[] = {
+        {256, 256, 16, SD_LINEAR_I8_INPUT_PACKED, 256, true, false},
+        {512, 512, 13, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+        {256, 260, 7, SD_LINEAR_I8_INPUT_PACKED, 64, false, true},
+    };
+    for (const linear_param & p : cases) {
+        for (int order = 0; order < 2; ++order) {
+            for (int wq = 0; wq < 2; ++wq) {
+                if (wq && p.N % 256 != 0) continue; // the product is quantized with G = 256
+                SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " rows " +
+                             std::to_string(p.rows) + " order " + std::to_string(order) + " quant " + std::to_string(wq));
+                const builder    b     = [&](graph_case & g) { return build_swiglu(g, p, order, wq, false); };
+                const run_result fused = run(true, b);
+                run_result       plain;
+                {
+                    fusion_off_scope off;
+                    plain = run(true, b);
+                }
+                ASSERT_TRUE(fused.ok && plain.ok);
+                expect_all_on_vulkan(fused, {SD_VK_KERNEL_LINEAR_I8_SWIGLU});
+                EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_LINEAR_I8_SWIGLU));
+                if (wq) expect_packed_equal(plain.out, fused.out, p.N, p.rows);
+                else expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
+            }
+        }
+    }
+}
+
+TEST_F(VulkanSd, SwigluFusionDeclinesExternalUse) {
+    const linear_param p   = {256, 256, 16, SD_LINEAR_I8_INPUT_PACKED, 256, true, false};
+    const builder      b   = [&](graph_case & g) { return build_swiglu(g, p, 0, true, true); };
+    const run_result   ext = run(true, b);
+    ASSERT_TRUE(ext.ok);
+    EXPECT_FALSE(has_step(ext, SD_VK_KERNEL_LINEAR_I8_SWIGLU)) << "fused although the up projection is an output";
+    const builder    b0 = [&](graph_case & g) { return build_swiglu(g, p, 0, true, false); };
+    const run_result fz = run(true, b0);
+    ASSERT_TRUE(fz.ok);
+    expect_packed_equal(fz.out, ext.out, p.N, p.rows);
 }
 
 } // namespace

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace {
 
@@ -204,12 +205,22 @@ linear_layout layout_of(const ggml_tensor * lin, const ggml_tensor * out) {
 struct linear_push {
     uint32_t w_off, a_off, sx_off, sw_off, b_off, y_off, g_off, r_off;
     uint32_t K, N, rows, n_tiles;
+    uint32_t wu_off, swu_off, bu_off;
 };
 
-// node: the linear; out: where its result goes (the node, or the fused chain's last node, of
-// the linear's shape); gate / residual: the fused epilogue's operands, or NULL.
-ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const ggml_tensor * out,
-                       const ggml_tensor * gate, const ggml_tensor * residual, void * ws, size_t ws_bytes) {
+// The extensions of the plain GEMM a fused step asks for (all NULL: the linear alone).
+struct gemm_extras {
+    const ggml_tensor * gate     = nullptr; // MUL(., gate[N])
+    const ggml_tensor * residual = nullptr; // ADD(residual, .)
+    const ggml_tensor * up       = nullptr; // SwiGLU: the up linear (same input): silu(lin) * up
+    const ggml_tensor * quant    = nullptr; // then sd.quantize_i8_convrot.v1 of the result
+};
+
+// lin: the linear; out: where its result goes (the node, or the fused chain's last node, of the
+// linear's shape; with x.quant, the F32 intermediate the quantizer reads, kept in the workspace).
+ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const ggml_tensor * out, const gemm_extras & x,
+                       void * ws, size_t ws_bytes) {
+    const ggml_tensor *gate = x.gate, *residual = x.residual;
     sd_linear_i8_attrs at{};
     ggml_ext_get_attrs(lin, &at, sizeof(at));
     linear_src src;
@@ -220,9 +231,15 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     if (l.total > 0 && (!ws || ws_bytes < l.total)) return GGML_STATUS_FAILED;
 
     const uint32_t R = GGML_EXT_VULKAN_READ;
-    bound          bw, ba, bsx, bsw, bb, by, bg, br;
+    bound          bw, ba, bsx, bsw, bb, by, bg, br, bwu, bswu, bbu;
     ggml_status    s = sd_vk::bind_tensor(backend, src.weight, 0, 0, R, bw);
     if (s != GGML_STATUS_SUCCESS) return s;
+    linear_src up;
+    if (x.up) {
+        sd_linear_i8_attrs uat{};
+        ggml_ext_get_attrs(x.up, &uat, sizeof(uat));
+        if (!linear_sources(x.up, uat, up)) return GGML_STATUS_FAILED;
+    }
     // activations: quantized into the workspace (F32), the packed rows + their scale tail, or
     // plain I8 rows + input_scale
     switch (at.input_kind) {
@@ -250,18 +267,23 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     }
     if (s != GGML_STATUS_SUCCESS) return s;
     // absent operands: any valid range (the weight), never read
-    bsw = bb = bg = br = bw;
+    bsw = bb = bg = br = bwu = bswu = bbu = bw;
+    if (x.up && (s = sd_vk::bind_tensor(backend, up.weight, 0, 0, R, bwu)) != GGML_STATUS_SUCCESS) return s;
+    if (up.wscale && (s = sd_vk::bind_tensor(backend, up.wscale, 0, 0, R, bswu)) != GGML_STATUS_SUCCESS) return s;
+    if (up.bias && (s = sd_vk::bind_tensor(backend, up.bias, 0, 0, R, bbu)) != GGML_STATUS_SUCCESS) return s;
     if (src.wscale && (s = sd_vk::bind_tensor(backend, src.wscale, 0, 0, R, bsw)) != GGML_STATUS_SUCCESS) return s;
     if (src.bias && (s = sd_vk::bind_tensor(backend, src.bias, 0, 0, R, bb)) != GGML_STATUS_SUCCESS) return s;
     if (gate && (s = sd_vk::bind_tensor(backend, gate, 0, 0, R, bg)) != GGML_STATUS_SUCCESS) return s;
     if (residual && (s = sd_vk::bind_tensor(backend, residual, 0, 0, R, br)) != GGML_STATUS_SUCCESS) return s;
     bound bout;
-    if ((s = sd_vk::bind_tensor(backend, out, 0, 0, GGML_EXT_VULKAN_READ_WRITE, bout)) != GGML_STATUS_SUCCESS) return s;
+    const ggml_tensor * dst = x.quant ? x.quant : out;
+    if ((s = sd_vk::bind_tensor(backend, dst, 0, 0, GGML_EXT_VULKAN_READ_WRITE, bout)) != GGML_STATUS_SUCCESS) return s;
 
     // the output must not overlap anything the GEMM reads, except a residual it covers exactly
-    // (each element is read, then written, by the same invocation)
-    bool stage = false;
-    for (const bound * in : {&bw, &ba, &bsx, &bsw, &bb, &bg}) stage = stage || sd_vk::overlap(bout, *in);
+    // (each element is read, then written, by the same invocation); a quantized result goes
+    // through the workspace anyway
+    bool stage = x.quant != nullptr;
+    for (const bound * in : {&bw, &ba, &bsx, &bsw, &bb, &bg, &bwu, &bswu, &bbu}) stage = stage || sd_vk::overlap(bout, *in);
     if (residual && sd_vk::overlap(bout, br) && !sd_vk::same_range(bout, br)) stage = true;
     if (stage) {
         if ((s = sd_vk::bind_base(backend, ws, l.stage_off, l.stage_bytes, GGML_EXT_VULKAN_READ_WRITE, by)) !=
@@ -284,14 +306,23 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     pc.N       = (uint32_t) N;
     pc.rows    = (uint32_t) rows;
     pc.n_tiles = (uint32_t) ((N + kTile - 1) / kTile);
+    pc.wu_off  = bwu.words();
+    pc.swu_off = bswu.words();
+    pc.bu_off  = bbu.words();
     const uint64_t tiles   = (uint64_t) pc.n_tiles * (uint64_t) ((rows + kTile - 1) / kTile);
-    const uint32_t spec[5] = {kLinearLocal, src.wscale != nullptr, src.bias != nullptr, gate != nullptr,
-                              residual != nullptr};
+    const uint32_t spec[8] = {kLinearLocal,           src.wscale != nullptr, src.bias != nullptr, gate != nullptr,
+                              residual != nullptr,    x.up != nullptr,       up.wscale != nullptr, up.bias != nullptr};
     uint32_t groups[3];
     sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
-    const bound * b[8] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br};
-    s = sd_vk::dispatch(backend, "linear_i8", b, 8, spec, 5, &pc, sizeof(pc), groups);
-    if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bout, by);
+    const bound * b[11] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br, &bwu, &bswu, &bbu};
+    s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 8, &pc, sizeof(pc), groups);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    if (x.quant) {
+        sd_quantize_i8_attrs qat{};
+        ggml_ext_get_attrs(x.quant, &qat, sizeof(qat));
+        return run_quantizer(backend, by, bout, N, rows, qat.group);
+    }
+    if (stage) s = sd_vk::copy(backend, bout, by);
     return s;
 }
 
@@ -304,7 +335,7 @@ ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, voi
 ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
                            void *) {
     const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
-    return linear_run(backend, node, node, nullptr, nullptr, ws, ws_bytes);
+    return linear_run(backend, node, node, gemm_extras{}, ws, ws_bytes);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -384,7 +415,89 @@ ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * node
     epilogue_chain c;
     if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
         return GGML_STATUS_FAILED;
-    return linear_run(backend, c.lin, nodes->nodes[nodes->n_nodes - 1], c.gate, c.residual, ws, ws_bytes);
+    gemm_extras x;
+    x.gate     = c.gate;
+    x.residual = c.residual;
+    return linear_run(backend, c.lin, nodes->nodes[nodes->n_nodes - 1], x, ws, ws_bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fusion: GEMM -> SwiGLU [-> ConvRot]: sd.linear_i8.v1 (gate) and sd.linear_i8.v1 (up) on the
+// same input, SILU(gate), MUL(silu, up) [, sd.quantize_i8_convrot.v1]: one GEMM dispatch computes
+// both projections and silu(gate) * up (the native SILU's expressions, one rounded MUL); with the
+// quantizer, the F32 product goes through the workspace into the quantizer shader. Equals the
+// unfused chain on the device bit for bit.
+
+bool same_linear_shape(const ggml_tensor * a, const ggml_tensor * b) {
+    sd_linear_i8_attrs x{}, y{};
+    ggml_ext_get_attrs(a, &x, sizeof(x));
+    ggml_ext_get_attrs(b, &y, sizeof(y));
+    linear_src sa, sb;
+    if (!linear_sources(a, x, sa) || !linear_sources(b, y, sb)) return false;
+    return x.input_kind == y.input_kind && x.input_kind != SD_LINEAR_I8_INPUT_F32 && sa.input == sb.input &&
+           sa.iscale == sb.iscale && ggml_are_same_shape(sa.weight, sb.weight) && ggml_are_same_shape(a, b) &&
+           x.out_ne[0] == y.out_ne[0] && x.out_ne[1] == y.out_ne[1] && x.out_ne[2] == y.out_ne[2];
+}
+
+struct swiglu_chain {
+    const ggml_tensor *gate = nullptr, *up = nullptr, *mul = nullptr, *quant = nullptr;
+};
+
+bool is_silu(const ggml_tensor * t) { return t->op == GGML_OP_UNARY && ggml_get_unary_op(t) == GGML_UNARY_OP_SILU; }
+
+// n: lin, lin, SILU(one of them), MUL(silu, the other) [, quantize(MUL)]; or
+//    lin, SILU(it), lin, MUL(silu, the other) [, quantize(MUL)]
+bool swiglu_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, int count, swiglu_chain & c) {
+    c = swiglu_chain{};
+    const ggml_tensor *l0 = n[0], *l1 = n[1], *silu = n[2], *mul = n[3];
+    if (is_silu(n[1])) std::swap(l1, silu); // the second order
+    if (ggml_ext_get_op(l0) != sd_op_linear_i8() || ggml_ext_get_op(l1) != sd_op_linear_i8()) return false;
+    if (!is_silu(silu) || mul->op != GGML_OP_MUL) return false;
+    if (silu->src[0] == l0) { c.gate = l0; c.up = l1; }
+    else if (silu->src[0] == l1 && silu == n[2]) { c.gate = l1; c.up = l0; }
+    else return false;
+    if (!is_f32_like(silu, c.gate) || !is_f32_like(mul, c.gate)) return false;
+    const bool mul_ok = (mul->src[0] == silu && mul->src[1] == c.up) || (mul->src[0] == c.up && mul->src[1] == silu);
+    if (!mul_ok || mul->src[2] || !same_linear_shape(c.gate, c.up)) return false;
+    if (dev && (!linear_supports(dev, c.gate, nullptr) || !linear_supports(dev, c.up, nullptr))) return false;
+    c.mul = mul;
+    if (count == 5) {
+        c.quant = n[4];
+        if (ggml_ext_get_op(c.quant) != sd_op_quantize_i8_convrot() || c.quant->src[0] != mul) return false;
+        if (dev && !sd_vulkan_quantize_supported(dev, c.quant)) return false;
+    }
+    return true;
+}
+
+int swiglu_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
+    if (!sd_vk::fusion_enabled()) return 0;
+    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
+    const int     n = ggml_graph_n_nodes(g);
+    if (first + 3 >= n) return 0;
+    const ggml_tensor * nodes[5];
+    for (int i = 0; i < 5; ++i) nodes[i] = first + i < n ? ggml_graph_node(g, first + i) : nullptr;
+    swiglu_chain c;
+    if (nodes[4] && swiglu_of(dev, nodes, 5, c)) return 5;
+    return swiglu_of(dev, nodes, 4, c) ? 4 : 0;
+}
+
+ggml_status swiglu_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    swiglu_chain c;
+    if ((nodes->n_nodes != 4 && nodes->n_nodes != 5) || !swiglu_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    *ws = layout_of(c.gate, c.mul).total; // the F32 product (quantized) or the staged output
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status swiglu_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                           void *) {
+    swiglu_chain c;
+    if ((nodes->n_nodes != 4 && nodes->n_nodes != 5) || !swiglu_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    gemm_extras x;
+    x.up    = c.up;
+    x.quant = c.quant;
+    return linear_run(backend, c.gate, c.mul, x, ws, ws_bytes);
 }
 
 } // namespace
@@ -426,8 +539,15 @@ bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
     e.prepare = epilogue_prepare;
     e.execute = epilogue_execute;
 
+    ggml_ext_kernel_desc sw{};
+    sw.name    = SD_VK_KERNEL_LINEAR_I8_SWIGLU;
+    sw.op      = GGML_OP_NONE; // fusion only
+    sw.match   = swiglu_match;
+    sw.prepare = swiglu_prepare;
+    sw.execute = swiglu_execute;
+
     bool ok = true;
-    for (const ggml_ext_kernel_desc * d : {&q, &l, &e}) {
+    for (const ggml_ext_kernel_desc * d : {&q, &l, &e, &sw}) {
         if (!ggml_ext_register_kernel(dev, d)) {
             fprintf(stderr, "sd vulkan int8: kernel registration failed: %s\n", ggml_ext_last_error());
             ok = false;

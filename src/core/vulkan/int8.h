@@ -1,7 +1,8 @@
 #pragma once
 
 // Vulkan kernels for the sd INT8 operators (sd.quantize_i8_convrot.v1, sd.linear_i8.v1) and the
-// Linear -> Mul(gate) -> Add(residual) fusion, on the public Vulkan execution services.
+// fusions Linear -> Mul(gate) -> Add(residual) and GEMM -> SwiGLU [-> ConvRot], on the public
+// Vulkan execution services.
 
 #include "ggml-backend.h"
 
@@ -20,3 +21,4 @@ bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * no
 #define SD_VK_KERNEL_QUANTIZE_I8         "sd.vulkan.quantize_i8_convrot"
 #define SD_VK_KERNEL_LINEAR_I8           "sd.vulkan.linear_i8"
 #define SD_VK_KERNEL_LINEAR_I8_GATE_RES  "sd.vulkan.linear_i8_gate_residual"
+#define SD_VK_KERNEL_LINEAR_I8_SWIGLU    "sd.vulkan.linear_i8_swiglu"

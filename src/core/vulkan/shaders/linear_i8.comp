@@ -13,13 +13,19 @@
 //
 // Bindings: 0 w (N x K bytes as words), 1 a (rows x K bytes as words), 2 sx (F32 per row),
 // 3 sw (F32 per channel), 4 bias, 5 y (F32 rows x N), 6 gate (F32 per channel), 7 residual
-// (F32 rows x N, may be exactly y). Absent operands are bound to any valid range, never read.
+// (F32 rows x N, may be exactly y), 8 the up weight, 9 its scales, 10 its bias (SWIGLU).
+// Absent operands are bound to any valid range, never read.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_WS   = true;
 layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool HAS_GATE = false;
 layout(constant_id = 4) const bool HAS_RES  = false;
+// SwiGLU: a second GEMM (the up projection: bindings 8..10) on the same activations, and
+// y = silu(gate) * up with the native SILU's formula (ggml-vulkan math.glsl) and one rounded MUL
+layout(constant_id = 5) const bool SWIGLU   = false;
+layout(constant_id = 6) const bool UP_WS    = true;
+layout(constant_id = 7) const bool UP_BIAS  = false;
 
 const uint TR = 4u, TN = 4u;
 
@@ -31,12 +37,28 @@ layout(std430, binding = 4) readonly buffer B { float bias[]; };
 layout(std430, binding = 5) buffer Y { float y[]; };
 layout(std430, binding = 6) readonly buffer GT { float gate[]; };
 layout(std430, binding = 7) readonly buffer R { float res[]; };
+layout(std430, binding = 8) readonly buffer WU { uint wu[]; };
+layout(std430, binding = 9) readonly buffer SWU { float swu[]; };
+layout(std430, binding = 10) readonly buffer BU { float bu[]; };
 
 layout(push_constant) uniform PC {
     uint w_off, a_off, sx_off, sw_off, b_off, y_off, g_off, r_off; // shader offsets, in words
     uint K, N, rows;
     uint n_tiles; // ceil(N / TN)
+    uint wu_off, swu_off, bu_off;
 } pc;
+
+// the native Vulkan SILU (ggml-vulkan math.glsl: sigmoid with the CPU's two branches, then the
+// gate product with its -0 for a zero gate), expression for expression
+float sigmoid_native(float x) {
+    if (x >= 0.0) return 1.0 / (1.0 + exp(-x));
+    const float e = exp(x);
+    return e / (1.0 + e);
+}
+float silu_native(float x) {
+    const float s = sigmoid_native(x);
+    return s == 0.0 ? -0.0 : x * s;
+}
 
 ivec4 unpack_i8(uint word) {
     return ivec4(bitfieldExtract(int(word), 0, 8), bitfieldExtract(int(word), 8, 8),
@@ -55,13 +77,14 @@ void main() {
     const uint wpr = pc.K / 4u;
 
     // rows / channels past the end read row / channel 0 again (always valid) and are not stored
-    uint ar[TR], wr[TN];
+    uint ar[TR], wr[TN], ur[TN];
     for (uint i = 0u; i < TR; ++i) ar[i] = pc.a_off + (r0 + i < pc.rows ? r0 + i : 0u) * wpr;
     for (uint j = 0u; j < TN; ++j) wr[j] = pc.w_off + (o0 + j < pc.N ? o0 + j : 0u) * wpr;
+    for (uint j = 0u; j < TN; ++j) ur[j] = pc.wu_off + (o0 + j < pc.N ? o0 + j : 0u) * wpr;
 
-    int acc[TR][TN];
+    int acc[TR][TN], acc_u[TR][TN];
     for (uint i = 0u; i < TR; ++i)
-        for (uint j = 0u; j < TN; ++j) acc[i][j] = 0;
+        for (uint j = 0u; j < TN; ++j) { acc[i][j] = 0; acc_u[i][j] = 0; }
 
     for (uint k = 0u; k < wpr; ++k) {
         ivec4 av[TR], wv[TN];
@@ -69,6 +92,11 @@ void main() {
         for (uint j = 0u; j < TN; ++j) wv[j] = unpack_i8(w[wr[j] + k]);
         for (uint i = 0u; i < TR; ++i)
             for (uint j = 0u; j < TN; ++j) acc[i][j] += dot4(av[i], wv[j]);
+        if (SWIGLU) {
+            for (uint j = 0u; j < TN; ++j) wv[j] = unpack_i8(wu[ur[j] + k]);
+            for (uint i = 0u; i < TR; ++i)
+                for (uint j = 0u; j < TN; ++j) acc_u[i][j] += dot4(av[i], wv[j]);
+        }
     }
 
     for (uint i = 0u; i < TR; ++i) {
@@ -83,6 +111,14 @@ void main() {
             if (HAS_BIAS) v = v + bias[pc.b_off + o];
             if (HAS_GATE) v = v * gate[pc.g_off + o];
             if (HAS_RES) v = res[pc.r_off + r * pc.N + o] + v;
+            if (SWIGLU) {
+                precise float u = float(acc_u[i][j]) * s_x;
+                if (UP_WS) u = u * swu[pc.swu_off + o];
+                if (UP_BIAS) u = u + bu[pc.bu_off + o];
+                const float g = silu_native(v);
+                precise float p = g * u;
+                v = p;
+            }
             y[pc.y_off + r * pc.N + o] = v;
         }
     }
