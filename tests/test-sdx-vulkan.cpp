@@ -57,7 +57,7 @@ TEST(SdxVulkan, RunBf16OnVulkan) {
     EXPECT_LT(u, 2e-2) << r.out; // BF16 weights
 }
 
-TEST(SdxVulkan, Int8FallsBackToCpu) {
+TEST(SdxVulkan, Int8OnVulkan) {
     const tool_result r = sdx(std::string("run --device vulkan --dtype int8 ") + SMALL);
     ASSERT_EQ(r.rc, 0) << r.err;
     double o = 0, u = 0;
@@ -66,11 +66,32 @@ TEST(SdxVulkan, Int8FallsBackToCpu) {
 }
 
 TEST(SdxVulkan, InspectShowsBothDevices) {
-    // inspect plans with the sd.rope_apply extension node, which has no Vulkan kernel yet
     const tool_result r = sdx(std::string("inspect --device vulkan --dtype f32 ") + SMALL);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(std::regex_search(r.out, std::regex("MUL_MAT +b0.wq +Vulkan0"))) << r.out;
-    EXPECT_TRUE(std::regex_search(r.out, std::regex("sd.rope_apply.v1 +b0.q_rope +CPU"))) << r.out;
+    // the sd Vulkan RoPE fusion (src/core/vulkan/rope.cpp)
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("sd.rope_apply.v1 +b0.q_rope +Vulkan0 +fused +sd.vulkan.rms_norm_mul_rope")))
+        << r.out;
+    // parameter preparation on host-resident weights and graph inputs stays on the CPU
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("ADD +b0.mods +CPU"))) << r.out;
+}
+
+// Every sd node of the INT8 block (ConvRot, INT8 GEMM, RoPE, and their fused chains) runs on
+// Vulkan (src/core/vulkan), none on the CPU.
+TEST(SdxVulkan, InspectInt8SdNodesOnVulkan) {
+    const tool_result r = sdx(std::string("inspect --device vulkan --dtype int8 ") + SMALL);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::istringstream in(r.out);
+    std::string        line;
+    int                sd_nodes = 0;
+    while (std::getline(in, line)) {
+        if (line.find(" sd.") == std::string::npos || line.find("plan:") != std::string::npos) continue;
+        ++sd_nodes;
+        EXPECT_NE(line.find("Vulkan0"), std::string::npos) << line;
+    }
+    EXPECT_GE(sd_nodes, 14) << r.out;
+    for (const char * rule : {"sd.vulkan.modulation_quantize", "sd.vulkan.rms_norm_mul_rope", "sd.vulkan.linear_i8_gate_residual"})
+        EXPECT_NE(r.out.find(rule), std::string::npos) << rule << "\n" << r.out;
 }
 
 TEST(SdxVulkan, MissingDeviceIsAClearError) {
