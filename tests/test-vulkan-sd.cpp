@@ -444,13 +444,17 @@ TEST_F(VulkanSd, RopeApplyBitIdenticalToCpu) {
 
 // RMS_NORM -> MUL(w) -> RoPE; also_output: the product is a graph output too (an external use
 // of an intermediate: the fusion must decline).
-ggml_tensor * build_norm_rope(graph_case & g, const rope_param & p, bool also_output) {
+// tail: 0 none, 1 -> SCALE(0.125), 2 -> CPY to F16, 3 -> SCALE -> CPY to F16
+ggml_tensor * build_norm_rope(graph_case & g, const rope_param & p, bool also_output, int tail = 0) {
     ggml_tensor * x    = rope_input(g, p);
     ggml_tensor * w    = g.input("nw", GGML_TYPE_F32, {p.d}, fill::normal);
     ggml_tensor * norm = ggml_rms_norm(g.ctx, x, 1e-6f);
     ggml_tensor * mul  = ggml_mul(g.ctx, norm, w);
     if (also_output) ggml_set_output(mul);
-    return sd_rope_apply(g.ctx, mul, rope_pe(g, p), p.mode);
+    ggml_tensor * r = sd_rope_apply(g.ctx, mul, rope_pe(g, p), p.mode);
+    if (tail & 1) r = ggml_scale(g.ctx, r, 0.125f);
+    if (tail & 2) r = ggml_cast(g.ctx, r, GGML_TYPE_F16);
+    return r;
 }
 
 bool has_step(const run_result & r, const char * kernel) {
@@ -852,6 +856,34 @@ TEST_F(VulkanSd, Krea2Int8BlockOnVulkanMatchesCpu) {
            dev_out, dev_upd);
     EXPECT_LT(dev_upd, 1e-2);
     EXPECT_GT(dev_upd, 0.0) << "identical bits: did anything run on Vulkan?";
+}
+
+// RMS_NORM -> MUL -> RoPE -> [SCALE] -> [CPY to F16]: fusion on == off bit for bit, and the
+// fused step covers the tail.
+TEST_F(VulkanSd, RmsNormMulRopeScaleF16FusionEqualsUnfused) {
+    for (const rope_param & p : k_rope_cases) {
+        for (int tail = 1; tail < 4; ++tail) {
+            SCOPED_TRACE(rope_name(p) + " tail " + std::to_string(tail));
+            const builder    b     = [&](graph_case & g) { return build_norm_rope(g, p, false, tail); };
+            const run_result fused = run(true, b);
+            run_result       plain;
+            {
+                fusion_off_scope off;
+                plain = run(true, b);
+            }
+            ASSERT_TRUE(fused.ok && plain.ok);
+            expect_all_on_vulkan(fused, {SD_VK_KERNEL_RMS_NORM_MUL_ROPE});
+            const int want = 3 + (tail & 1) + (tail >> 1 & 1);
+            // odd element counts keep the F16 copy out of the fusion (whole 32-bit words)
+            const bool f16_ok = (tail & 2) == 0 || (p.d * p.H * p.L * p.N) % 2 == 0;
+            for (const ggml_ext_step_info & st : fused.steps) {
+                if (st.kernel && strcmp(st.kernel, SD_VK_KERNEL_RMS_NORM_MUL_ROPE) == 0) {
+                    EXPECT_EQ(st.n_nodes, f16_ok ? want : want - 1);
+                }
+            }
+            expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
+        }
+    }
 }
 
 } // namespace

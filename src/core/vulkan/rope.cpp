@@ -1,5 +1,5 @@
-// rope.cpp — sd.rope_apply.v1 and the RMS_NORM -> MUL(., w[d]) -> sd.rope_apply.v1 fusion on
-// Vulkan (shaders/rope_apply.comp).
+// rope.cpp — sd.rope_apply.v1 and the RMS_NORM -> MUL(., w[d]) -> sd.rope_apply.v1
+// [-> SCALE] [-> CPY to F16] fusion on Vulkan (shaders/rope_apply.comp).
 //
 // The standalone kernel is bit-identical to the CPU kernel (separately rounded products and sum).
 // The fused kernel reproduces the unfused chain on the same Vulkan device: the native RMS_NORM
@@ -14,6 +14,7 @@
 #include "../ggml_extensions.h"
 #include "vk_service.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,11 +51,20 @@ struct rope_push {
     uint32_t d, H, L, N, n_freq;
     uint32_t xs1, xs2, xs3;
     float    eps;
+    float    scale;
+};
+
+// The fused tail after the RoPE: SCALE (bias 0) and / or the CPY to F16 (out: the last node).
+struct rope_tail {
+    const ggml_tensor * scale = nullptr;
+    const ggml_tensor * out   = nullptr; // the F16 CPY node, or NULL (the rope or scale is the output)
 };
 
 // x: the rope's input (or the norm's input when fused); w: the weight (fused) or NULL.
 ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_tensor * w, float eps,
-                     const ggml_tensor * rope, void * ws, size_t ws_bytes) {
+                     const ggml_tensor * rope, const rope_tail & tail, void * ws, size_t ws_bytes) {
+    const ggml_tensor * out = tail.out ? tail.out : (tail.scale ? tail.scale : rope);
+    const bool          f16 = out->type == GGML_TYPE_F16;
     const ggml_tensor * pe = rope->src[1];
     sd_rope_apply_attrs at{};
     ggml_ext_get_attrs(rope, &at, sizeof(at));
@@ -63,12 +73,12 @@ ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_t
     ggml_status    s = sd_vk::bind_tensor(backend, x, 0, 0, R, bx);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, pe, 0, 0, R, bp);
     if (s == GGML_STATUS_SUCCESS) s = w ? sd_vk::bind_tensor(backend, w, 0, 0, R, bw) : (bw = bp, s);
-    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, rope, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, out, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
     if (s != GGML_STATUS_SUCCESS) return s;
     const bool stage = sd_vk::overlap(bo, bx) || sd_vk::overlap(bo, bp) || (w && sd_vk::overlap(bo, bw));
     if (stage) {
-        if (!ws || ws_bytes < ggml_nbytes(rope)) return GGML_STATUS_FAILED;
-        if ((s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(rope), GGML_EXT_VULKAN_READ_WRITE, bt)) !=
+        if (!ws || ws_bytes < ggml_nbytes(out)) return GGML_STATUS_FAILED;
+        if ((s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(out), GGML_EXT_VULKAN_READ_WRITE, bt)) !=
             GGML_STATUS_SUCCESS)
             return s;
     } else {
@@ -78,7 +88,7 @@ ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_t
     pc.x_off  = bx.words();
     pc.pe_off = bp.words();
     pc.w_off  = bw.words();
-    pc.o_off  = bt.words();
+    pc.o_off  = f16 ? (uint32_t) (bt.r.shader_offset / 2) : bt.words();
     pc.d      = (uint32_t) x->ne[0];
     pc.H      = (uint32_t) x->ne[1];
     pc.L      = (uint32_t) x->ne[2];
@@ -88,6 +98,7 @@ ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_t
     pc.xs2    = (uint32_t) (x->nb[2] / 4);
     pc.xs3    = (uint32_t) (x->nb[3] / 4);
     pc.eps    = eps;
+    if (tail.scale) memcpy(&pc.scale, tail.scale->op_params, sizeof(float));
 
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(ggml_backend_get_device(backend));
     const uint32_t sgs = info->subgroup_size, wg = 4 * sgs <= info->max_workgroup_invocations ? 4 * sgs : sgs;
@@ -95,9 +106,9 @@ ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_t
     uint64_t       n    = (rows + per_wg - 1) / per_wg;
     if (n > info->max_workgroup_count[0]) n = info->max_workgroup_count[0]; // grid-stride loop covers the rest
     const uint32_t groups[3] = {(uint32_t) n, 1, 1};
-    const uint32_t spec[3]   = {wg, (uint32_t) at.mode, w != nullptr};
-    const bound *  b[4]      = {&bx, &bp, &bw, &bt};
-    s = sd_vk::dispatch(backend, "rope_apply", b, 4, spec, 3, &pc, sizeof(pc), groups);
+    const uint32_t spec[5]   = {wg, (uint32_t) at.mode, w != nullptr, tail.scale != nullptr, f16};
+    const bound *  b[5]      = {&bx, &bp, &bw, f16 ? &bp : &bt, f16 ? &bt : &bp}; // the unused one: pe, never written
+    s = sd_vk::dispatch(backend, "rope_apply", b, 5, spec, 5, &pc, sizeof(pc), groups);
     if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bo, bt);
     return s;
 }
@@ -110,7 +121,7 @@ ggml_status rope_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void 
 ggml_status rope_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
                          void *) {
     const ggml_tensor * rope = nodes->nodes[nodes->n_nodes - 1];
-    return rope_run(backend, rope->src[0], nullptr, 0.0f, rope, ws, ws_bytes);
+    return rope_run(backend, rope->src[0], nullptr, 0.0f, rope, rope_tail{}, ws, ws_bytes);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -127,25 +138,67 @@ const ggml_tensor * match_chain(ggml_backend_dev_t dev, const ggml_tensor * norm
     if (w->type != GGML_TYPE_F32 || !ggml_is_contiguous(w) || !float_strided(w) || w->ne[0] != x->ne[0] ||
         w->ne[1] != 1 || w->ne[2] != 1 || w->ne[3] != 1)
         return nullptr;
+    if (!dev) return is_rope_node(rope) ? w : nullptr; // execution: the rule matched with the device already
     return rope_supports(dev, rope, nullptr) && sd_vk::fits_binding(dev, ggml_nbytes(x)) ? w : nullptr;
+}
+
+// SCALE(prev, s) with bias 0, F32 of prev's shape
+bool is_plain_scale(const ggml_tensor * t, const ggml_tensor * prev) {
+    if (t->op != GGML_OP_SCALE || t->src[0] != prev || t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t) ||
+        !ggml_are_same_shape(t, prev))
+        return false;
+    float bias;
+    memcpy(&bias, (const char *) t->op_params + sizeof(float), sizeof(float));
+    return bias == 0.0f;
+}
+
+// CPY(prev, dst) into a contiguous F16 dst of prev's shape (an even element count: the
+// workspace copy moves whole 32-bit words)
+bool is_f16_copy(ggml_backend_dev_t dev, const ggml_tensor * t, const ggml_tensor * prev) {
+    if (t->op != GGML_OP_CPY || t->src[0] != prev || t->type != GGML_TYPE_F16 || !ggml_is_contiguous(t)) return false;
+    const ggml_tensor * dst = t->src[1];
+    if (!dst || dst->type != GGML_TYPE_F16 || !ggml_is_contiguous(dst) || !ggml_are_same_shape(dst, prev) ||
+        ggml_nelements(dst) % 2 != 0 || (t->view_src && t->view_offs % 4 != 0))
+        return false;
+    if (!dev) return true;
+    const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
+    return info && info->storage_buffer_16bit && sd_vk::fits_binding(dev, ggml_nbytes(t));
+}
+
+// the fused chain's length at nodes n (3, 4 or 5; 0: none) and its tail
+int chain_length(ggml_backend_dev_t dev, const ggml_tensor * const * n, int avail, rope_tail & tail) {
+    tail = rope_tail{};
+    if (avail < 3 || !match_chain(dev, n[0], n[1], n[2])) return 0;
+    int len = 3;
+    if (avail > 3 && is_plain_scale(n[3], n[2])) {
+        tail.scale = n[3];
+        len        = 4;
+    }
+    if (avail > len && is_f16_copy(dev, n[len], n[len - 1])) {
+        tail.out = n[len];
+        ++len;
+    }
+    return len;
 }
 
 int fused_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
     if (!sd_vk::fusion_enabled()) return 0;
-    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
-    if (first + 2 >= ggml_graph_n_nodes(g)) return 0;
-    return match_chain(dev, ggml_graph_node(g, first), ggml_graph_node(g, first + 1), ggml_graph_node(g, first + 2))
-               ? 3
-               : 0;
+    ggml_cgraph *       g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
+    const int           avail = std::min(5, ggml_graph_n_nodes(g) - first);
+    const ggml_tensor * n[5];
+    for (int i = 0; i < avail; ++i) n[i] = ggml_graph_node(g, first + i);
+    rope_tail tail;
+    return chain_length(dev, n, avail, tail);
 }
 
 ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
                           void *) {
-    if (nodes->n_nodes != 3) return GGML_STATUS_FAILED;
+    rope_tail tail;
+    if (chain_length(nullptr, nodes->nodes, nodes->n_nodes, tail) != nodes->n_nodes) return GGML_STATUS_FAILED;
     const ggml_tensor * norm = nodes->nodes[0], *mul = nodes->nodes[1], *rope = nodes->nodes[2];
     float               eps;
     memcpy(&eps, norm->op_params, sizeof(float));
-    return rope_run(backend, norm->src[0], mul->src[1], eps, rope, ws, ws_bytes);
+    return rope_run(backend, norm->src[0], mul->src[1], eps, rope, tail, ws, ws_bytes);
 }
 
 } // namespace
