@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace sd_vk {
@@ -18,23 +19,20 @@ namespace sd_vk {
 const ggml_ext_vulkan_v1 * service(ggml_backend_dev_t dev) { return sd_vulkan_services(dev); }
 
 const ggml_ext_vulkan_device_info * device_info(ggml_backend_dev_t dev) {
-    static std::mutex                                                 mu;
-    static std::map<ggml_backend_dev_t, ggml_ext_vulkan_device_info *> cache; // lives with the process
-    std::lock_guard<std::mutex>                                       lock(mu);
-    auto                                                              it = cache.find(dev);
-    if (it != cache.end()) return it->second;
-    const ggml_ext_vulkan_v1 *    vk   = service(dev);
-    ggml_ext_vulkan_device_info * info = nullptr;
+    static std::mutex mu;
+    // one entry per device for the process (NULL: no capabilities); freed at exit
+    static std::map<ggml_backend_dev_t, std::unique_ptr<ggml_ext_vulkan_device_info>> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    auto                        it = cache.find(dev);
+    if (it != cache.end()) return it->second.get();
+    const ggml_ext_vulkan_v1 *                   vk = service(dev);
+    std::unique_ptr<ggml_ext_vulkan_device_info> info;
     if (vk) {
-        info       = new ggml_ext_vulkan_device_info{};
+        info.reset(new ggml_ext_vulkan_device_info{});
         info->size = sizeof(*info);
-        if (!vk->device_info(dev, info)) {
-            delete info;
-            info = nullptr;
-        }
+        if (!vk->device_info(dev, info.get())) info.reset();
     }
-    cache[dev] = info;
-    return info;
+    return (cache[dev] = std::move(info)).get();
 }
 
 bool fits_binding(ggml_backend_dev_t dev, uint64_t bytes) {
