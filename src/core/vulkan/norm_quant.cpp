@@ -131,7 +131,7 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
     pc.eps       = c.eps;
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(ggml_backend_get_device(backend));
     const uint32_t sgs = info->subgroup_size, wg = 4 * sgs <= info->max_workgroup_invocations ? 4 * sgs : sgs;
-    uint64_t       n   = ((uint64_t) prows + wg / sgs - 1) / (wg / sgs);
+    uint64_t       n   = ((uint64_t) prows + wg - 1) / wg; // a subgroup takes sgs rows: wg rows per workgroup
     if (n > info->max_workgroup_count[0]) n = info->max_workgroup_count[0]; // grid-stride loop covers the rest
     const uint32_t groups[3] = {(uint32_t) n, 1, 1};
     const uint32_t spec[2]   = {wg, (uint32_t) at.group};

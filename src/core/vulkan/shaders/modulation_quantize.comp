@@ -8,9 +8,9 @@
 // shader, and the quantization is quantize_i8_convrot.comp's (same rotation order, exact integer
 // divisions for the scale and its inverse).
 //
-// One subgroup per row (grid-stride over pad4(rows) rows): lanes share the norm's sum, then each
-// lane rotates and quantizes whole ConvRot groups (chunks of max(G, 4) values); the row's amax is
-// a subgroupMax of float bits. Padding rows are written as zeros.
+// One subgroup per sgs consecutive rows (grid-stride over pad4(rows) rows): for each row the
+// lanes share the norm's reduction like the native RMS_NORM, then every lane rotates and
+// quantizes one whole row (as quantize_i8_convrot.comp). Padding rows are written as zeros.
 //
 // Bindings: 0 x (F32 contiguous rows of K), 1 w1, 2 mod_scale, 3 shift (F32 [K] each), 4 out (the
 // packed tensor as 32-bit words).
@@ -72,48 +72,58 @@ void load_chunk(uint xr, uint base) {
 
 void main() {
     const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize;
-    const uint K = pc.K, wpr = K / 4u, chunks = K / uint(C), cw = uint(C) / 4u;
-    for (uint row = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID; row < pc.prows;
-         row += gl_NumWorkGroups.x * gl_NumSubgroups) {
+    const uint K = pc.K, wpr = K / 4u;
+    // a subgroup takes sgs consecutive rows: their norm scales one row at a time (lanes share the
+    // reduction, as the native RMS_NORM), then each lane rotates and quantizes one of the rows
+    // (one row per lane keeps every SIMD lane busy: a row is only K / G ConvRot groups)
+    for (uint base = (gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID) * sgs; base < pc.prows;
+         base += gl_NumWorkGroups.x * gl_NumSubgroups * sgs) {
+        float my_scale = 1.0;
+        for (uint k = 0u; k < sgs && base + k < pc.rows; ++k) { // uniform in the subgroup
+            const uint xr = pc.x_off + (base + k) * K;
+            // the native RMS_NORM's reduction (deliberately not precise: compiled like the native one)
+            float sum = 0.0;
+            for (uint j = lane; j < K; j += sgs) {
+                const float e = x[xr + j];
+                sum += e * e;
+            }
+            const float s = 1.0 / sqrt(subgroupAdd(sum) / float(K) + pc.eps);
+            if (lane == k) my_scale = s;
+        }
+        const uint row = base + lane;
+        if (row >= pc.prows) continue;
         const uint ob = pc.o_off + row * wpr;
         if (row >= pc.rows) { // zero padding row
-            for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
+            for (uint w = 0u; w < wpr; ++w) o[ob + w] = 0u;
             continue;
         }
+        norm_scale = my_scale;
         const uint xr = pc.x_off + row * K;
-        // the native RMS_NORM's reduction (deliberately not precise: compiled like the native one)
-        float sum = 0.0;
-        for (uint j = lane; j < K; j += sgs) {
-            const float e = x[xr + j];
-            sum += e * e;
-        }
-        norm_scale = 1.0 / sqrt(subgroupAdd(sum) / float(K) + pc.eps);
-
         uint amax = 0u;
-        for (uint c = lane; c < chunks; c += sgs) {
-            load_chunk(xr, c * uint(C));
+        for (uint c = 0u; c < K; c += uint(C)) {
+            load_chunk(xr, c);
             for (int i = 0; i < C; ++i) amax = max(amax, floatBitsToUint(v[i]) & 0x7fffffffu);
         }
-        amax = subgroupMax(amax); // exact in any order; >= Inf bits: a non-finite value
+        // >= Inf bits: a non-finite value; max is exact in any order
         const uint so = pc.o_off + pc.scale_off + row;
         const uint s_bits = amax >= 0x7f800000u || amax == 0u ? 0u : scale_bits(amax);
         if (s_bits == 0u) { // all zeros; scale NaN (non-finite row) or 0
-            for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
-            if (lane == 0u) o[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
+            for (uint w = 0u; w < wpr; ++w) o[ob + w] = 0u;
+            o[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
             continue;
         }
         const float inv = uintBitsToFloat(inv_bits(s_bits));
-        for (uint c = lane; c < chunks; c += sgs) {
-            load_chunk(xr, c * uint(C));
-            for (uint k = 0u; k < cw; ++k) {
+        for (uint c = 0u; c < K; c += uint(C)) {
+            load_chunk(xr, c);
+            for (int i = 0; i < C; i += 4) {
                 uint word = 0u;
-                for (uint b = 0u; b < 4u; ++b) {
-                    precise float f = v[4u * k + b] * inv;
-                    word |= (uint(quant_value(f)) & 0xffu) << (8u * b);
+                for (int b = 0; b < 4; ++b) {
+                    precise float f = v[i + b] * inv;
+                    word |= (uint(quant_value(f)) & 0xffu) << uint(8 * b);
                 }
-                o[ob + c * cw + k] = word;
+                o[ob + (c + uint(i)) / 4u] = word;
             }
         }
-        if (lane == 0u) o[so] = s_bits;
+        o[so] = s_bits;
     }
 }
