@@ -254,6 +254,14 @@ TEST_F(VulkanExt, BufferInfoAndResolve) {
     EXPECT_EQ(r1.storage.offset, r3.storage.offset);
     EXPECT_EQ(r2.storage.offset, r3.storage.offset);
     EXPECT_EQ(r1.storage.size, 12u);
+    EXPECT_TRUE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &r2.storage));
+    ggml_ext_vulkan_binding  next = tensor_binding(a, 20, 4), prev = tensor_binding(a, 4, 4);
+    ggml_ext_vulkan_resolved rn{}, rp{};
+    ASSERT_EQ(api()->resolve(g_vk, &next, &rn), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(api()->resolve(g_vk, &prev, &rp), GGML_STATUS_SUCCESS);
+    EXPECT_FALSE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &rn.storage)) << "[8, 20) and [20, 24) touch only";
+    EXPECT_FALSE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &rp.storage)) << "[4, 8) and [8, 20) touch only";
+    EXPECT_FALSE(ggml_ext_vulkan_storage_overlaps(&r1.storage, &s2)) << "another buffer";
 
     // not Vulkan: false / error
     ggml_backend_buffer_t cpu_buf = ggml_backend_alloc_buffer(g_cpu, 256);
@@ -481,6 +489,37 @@ TEST_F(VulkanExt, RejectionsRecordNothing) {
     EXPECT_EQ(get(b), bv);
 }
 
+// Barriers follow the declared accesses: none between independent dispatches, one before a
+// dispatch that reads what a pending one wrote, one before a write over what a pending one reads.
+TEST_F(VulkanExt, BarriersFollowDataFlow) {
+    vk_tensors t;
+    ggml_tensor * a = t.f32(64);
+    ggml_tensor * b = t.f32(64);
+    ggml_tensor * c = t.f32(64);
+    ggml_tensor * d = t.f32(64);
+    t.alloc(g_vk);
+    const std::vector<float> av = iota(64, 1.0f);
+    ggml_backend_tensor_set(a, av.data(), 0, ggml_nbytes(a));
+    ggml_backend_tensor_set(c, av.data(), 0, ggml_nbytes(c));
+    ggml_backend_synchronize(g_vk);
+    const uint64_t b0 = stats().barriers;
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(a, 0, 0), tensor_binding(b, 0, 0), 64, 2.0f, 0.0f), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(c, 0, 0), tensor_binding(d, 0, 0), 64, 3.0f, 0.0f), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().barriers, b0) << "independent dispatches need no barrier";
+    // reads b (pending write): barrier
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(b, 0, 0), tensor_binding(a, 0, 0), 64, 1.0f, 1.0f), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().barriers, b0 + 1) << "read after write";
+    // writes b, which the pending dispatch just read: barrier (write after read)
+    ASSERT_EQ(run_axpb(g_vk, tensor_binding(d, 0, 0), tensor_binding(b, 0, 0), 64, 1.0f, 0.0f), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().barriers, b0 + 2) << "write after read";
+    ggml_backend_synchronize(g_vk);
+    const std::vector<float> av2 = get(a), bv = get(b);
+    for (int i = 0; i < 64; i++) {
+        ASSERT_EQ(av2[i], av[i] * 2.0f + 1.0f) << i;
+        ASSERT_EQ(bv[i], av[i] * 3.0f) << i;
+    }
+}
+
 TEST_F(VulkanExt, PipelineCachedPerConfiguration) {
     vk_tensors t;
     ggml_tensor * x = t.f32(16);
@@ -661,6 +700,8 @@ TEST_F(VulkanExt, NativeExtNativeInOneGraphIsOneSubmission) {
     EXPECT_EQ(s1.ext_dispatches - s0.ext_dispatches, 1u);
     EXPECT_EQ(s1.ext_copies - s0.ext_copies, 1u);
     EXPECT_EQ(s1.dispatches - s0.dispatches, 3u) << "add, the extension dispatch, mul";
+    // every step reads what the previous one wrote: add -> copy -> dispatch -> mul, one barrier each
+    EXPECT_EQ(s1.barriers - s0.barriers, 3u);
     EXPECT_EQ(submissions, 1u) << "a scheduled plan submits its native fragments and extension work together";
 }
 
@@ -685,6 +726,100 @@ TEST_F(VulkanExt, SubmissionThresholdCountsExtensionWork) {
     EXPECT_EQ(run_chain_sched(300, 1.0f, 2.0f, false, &r), 2u);
     ggml_backend_vk_set_submit_threshold(g_vk, 0);
     EXPECT_EQ(run_chain_sched(300, 1.0f, 2.0f, false, &r), 1u);
+}
+
+// The FLOP threshold: mul_mat -> extension -> mul_mat with the threshold at one GEMM's FLOPs
+// submits after each GEMM (the extension adds commands, no FLOPs); without it, once.
+TEST_F(VulkanExt, SubmissionFlopThreshold) {
+    const int64_t k = 24, m = 16, n = 5;
+    vk_tensors    in;
+    ggml_tensor * w1 = ggml_new_tensor_2d(in.ctx, GGML_TYPE_F32, k, m);
+    ggml_tensor * w2 = ggml_new_tensor_2d(in.ctx, GGML_TYPE_F32, m, m);
+    ggml_tensor * x  = ggml_new_tensor_2d(in.ctx, GGML_TYPE_F32, k, n);
+    in.alloc(g_vk);
+    std::vector<float> w1v(k * m), w2v(m * m), xv(k * n);
+    for (size_t i = 0; i < w1v.size(); i++) w1v[i] = (float) ((int) (i % 5) - 2);
+    for (size_t i = 0; i < w2v.size(); i++) w2v[i] = (float) ((int) (i % 3) - 1);
+    for (size_t i = 0; i < xv.size(); i++) xv[i] = (float) ((int) (i % 7) - 3);
+    ggml_backend_tensor_set(w1, w1v.data(), 0, ggml_nbytes(w1));
+    ggml_backend_tensor_set(w2, w2v.data(), 0, ggml_nbytes(w2));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+
+    // exact in float: small integers
+    std::vector<float> want(m * n);
+    for (int64_t j = 0; j < n; j++) {
+        std::vector<float> hv(m);
+        for (int64_t i = 0; i < m; i++) {
+            float acc = 0;
+            for (int64_t l = 0; l < k; l++) acc += w1v[i * k + l] * xv[j * k + l];
+            hv[i] = acc * 2.0f + 1.0f;
+        }
+        for (int64_t i = 0; i < m; i++) {
+            float acc = 0;
+            for (int64_t l = 0; l < m; l++) acc += w2v[i * m + l] * hv[l];
+            want[j * m + i] = acc;
+        }
+    }
+    const uint64_t gemm1_flops = 2ull * m * n * k;
+    for (const uint64_t thr : {gemm1_flops, (uint64_t) 0}) {
+        // a fresh graph each time: the previous one's memory went with its scheduler
+        ggml_init_params p   = {16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+        ggml_context *   ctx = ggml_init(p);
+        ggml_tensor *    h   = ggml_mul_mat(ctx, w1, x); // [m, n]
+        vkaxpb_attrs     at  = {2.0f, 1.0f};
+        ggml_tensor *    e   = ggml_ext_op_create(ctx, vkaxpb_op(), &h, 1, &at);
+        ggml_tensor *    out = ggml_mul_mat(ctx, w2, e); // [m, n]
+        ggml_set_output(out);
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+        sched_run s;
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(s.sched, gf));
+        ggml_backend_vk_set_submit_flops(g_vk, thr);
+        const uint64_t before = stats().submissions;
+        ASSERT_EQ(ggml_backend_sched_graph_compute(s.sched, gf), GGML_STATUS_SUCCESS);
+        const uint64_t submissions = stats().submissions - before;
+        ggml_backend_vk_set_submit_flops(g_vk, 0);
+        EXPECT_EQ(submissions, thr ? 2u : 1u) << "FLOP threshold " << thr;
+        EXPECT_EQ(get(out), want) << "FLOP threshold " << thr;
+        ggml_free(ctx);
+    }
+}
+
+// A batched plan whose native fragments need more parameter blocks than the stream's arena holds:
+// the pending work is submitted when the next fragment does not fit, and the results stay exact.
+TEST_F(VulkanExt, BatchLargerThanTheArenaStaysExact) {
+    const int64_t n = 37;
+    const int     k = 150; // adds per native fragment: one 512-byte parameter block each
+    vk_tensors    in;
+    ggml_tensor * x = in.f32(n);
+    ggml_tensor * y = in.f32(n);
+    in.alloc(g_vk);
+    const std::vector<float> xv = iota(n, 1.0f), yv = iota(n, -5.0f);
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    ggml_backend_tensor_set(y, yv.data(), 0, ggml_nbytes(y));
+
+    ggml_init_params p   = {(2 * k + 16) * ggml_tensor_overhead() + ggml_graph_overhead_custom(1024, false), nullptr, true};
+    ggml_context *   ctx = ggml_init(p);
+    ggml_tensor *    cur = x;
+    for (int i = 0; i < k; i++) cur = ggml_add(ctx, cur, y);
+    vkaxpb_attrs at = {2.0f, 1.0f};
+    cur             = ggml_ext_op_create(ctx, vkaxpb_op(), &cur, 1, &at);
+    for (int i = 0; i < k; i++) cur = ggml_add(ctx, cur, y);
+    ggml_set_output(cur);
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 1024, false);
+    ggml_build_forward_expand(gf, cur);
+
+    sched_run s;
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(s.sched, gf));
+    const uint64_t before = stats().submissions;
+    ASSERT_EQ(ggml_backend_sched_graph_compute(s.sched, gf), GGML_STATUS_SUCCESS);
+    EXPECT_EQ(stats().submissions - before, 2u) << "the second fragment did not fit the arena: one early submission";
+    const std::vector<float> r = get(cur);
+    for (int64_t i = 0; i < n; i++) {
+        const float want = ((xv[i] + k * yv[i]) * 2.0f + 1.0f) + k * yv[i];
+        ASSERT_EQ(r[i], want) << i;
+    }
+    ggml_free(ctx);
 }
 
 TEST_F(VulkanExt, EvalCallbackKeepsFragmentExecution) {

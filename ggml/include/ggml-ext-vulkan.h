@@ -34,7 +34,9 @@
 // at the point of the call, with the memory barriers the declared reads and writes need against
 // earlier native and extension work. Nothing waits on the host per call; the work is complete
 // when the backend's normal synchronisation says so (end of graph compute / plan, or
-// ggml_backend_synchronize). Kernel bounds (a shader must stay inside the size it was given) and
+// ggml_backend_synchronize). Inside a kernel's execute callback that is automatic; code that
+// calls dispatch or copy outside a graph must call ggml_backend_synchronize(backend) before the
+// host reads the results (ggml_backend_tensor_get does not wait for pending extension work). Kernel bounds (a shader must stay inside the size it was given) and
 // shader capability requirements (e.g. subgroup ops, 8-bit storage) are the extension's
 // responsibility: check device_info first.
 //
@@ -135,6 +137,12 @@ struct ggml_ext_vulkan_storage {
     uint64_t offset; // bytes from the storage's start
     uint64_t size;   // bytes
 };
+
+// Whether two ranges (of the same device) can alias: same storage and overlapping bytes.
+static inline bool ggml_ext_vulkan_storage_overlaps(const struct ggml_ext_vulkan_storage * a,
+                                                    const struct ggml_ext_vulkan_storage * b) {
+    return a->storage_id == b->storage_id && a->offset < b->offset + b->size && b->offset < a->offset + a->size;
+}
 
 enum ggml_ext_vulkan_access {
     GGML_EXT_VULKAN_READ       = 1u << 0,

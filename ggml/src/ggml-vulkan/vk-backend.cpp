@@ -30,6 +30,20 @@ void backend_free(ggml_backend_t b) {
     delete b;
 }
 
+// FLOPs of the nodes that dominate device time (for the batch's FLOP threshold); 0 for the rest.
+uint64_t node_flops(const ggml_tensor * node) {
+    switch (node->op) {
+        case GGML_OP_MUL_MAT: // 2 * M * N * K over the batch
+            return 2ull * (uint64_t) ggml_nelements(node) * (uint64_t) node->src[0]->ne[0];
+        case GGML_OP_FLASH_ATTN_EXT: { // QK^T and PV: 2 * (D + Dv) * n_q * n_kv * heads
+            const ggml_tensor * q = node->src[0], *k = node->src[1], *v = node->src[2];
+            return 2ull * (uint64_t) (q->ne[0] + v->ne[0]) * (uint64_t) q->ne[1] * (uint64_t) k->ne[1] *
+                   (uint64_t) q->ne[2] * (uint64_t) q->ne[3];
+        }
+        default: return 0;
+    }
+}
+
 bool node_is_computed(const ggml_tensor * node) {
     if (ggml_op_is_empty(node->op)) return false;
     if (!(node->flags & GGML_TENSOR_FLAG_COMPUTE)) return false;
@@ -56,6 +70,7 @@ ggml_status backend_graph_compute(ggml_backend_t b, ggml_cgraph * g) {
     for (int i = 0; i < g->n_nodes; i++) {
         ggml_tensor * node = g->nodes[i];
         if (!node_is_computed(node)) continue;
+        ctx->stream.n_flops += node_flops(node);
         if (!vk_op_record(ctx->stream, node)) {
             vk_stream_submit_wait(ctx->stream); // ends the command buffer; earlier nodes still run
             return GGML_STATUS_FAILED;
@@ -161,6 +176,11 @@ extern "C" {
 void ggml_backend_vk_set_submit_threshold(ggml_backend_t backend, size_t n_commands) {
     GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
     ctx_of(backend)->stream.submit_threshold = n_commands;
+}
+
+void ggml_backend_vk_set_submit_flops(ggml_backend_t backend, uint64_t flops) {
+    GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
+    ctx_of(backend)->stream.flop_threshold = flops;
 }
 
 ggml_backend_t ggml_backend_vk_init(size_t dev_num) { return vk_backend_new(vk_get_device(dev_num)); }

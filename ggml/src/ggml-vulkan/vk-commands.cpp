@@ -81,6 +81,7 @@ namespace {
 bool begin_recording(vk_stream & s) {
     s.arena_used = 0;
     s.n_recorded = 0;
+    s.n_flops    = 0;
     s.pending_reads.clear();
     s.pending_writes.clear();
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -169,7 +170,9 @@ bool vk_stream_dispatch(vk_stream & s, VkPipeline pipe, const vk_params & p, uin
 
 bool vk_stream_count_command(vk_stream & s) {
     s.n_recorded++;
-    if (s.batching && s.submit_threshold > 0 && s.n_recorded >= s.submit_threshold) {
+    const bool by_count = s.submit_threshold > 0 && s.n_recorded >= s.submit_threshold;
+    const bool by_flops = s.flop_threshold > 0 && s.n_flops >= s.flop_threshold;
+    if (s.batching && (by_count || by_flops)) {
         // the arena was sized for the whole fragment, so recording continues in it from the start
         return vk_stream_submit_wait(s) == VK_SUCCESS && begin_recording(s);
     }
@@ -187,6 +190,7 @@ VkResult vk_stream_submit_wait(vk_stream & s) {
         s.total_submits++;
     }
     s.n_recorded = 0;
+    s.n_flops    = 0;
     s.arena_used = 0;
     // the submission is complete (or failed): its descriptor sets are free again
     if (s.desc_pool) vkResetDescriptorPool(s.dev->device, s.desc_pool, 0);

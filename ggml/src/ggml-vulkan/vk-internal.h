@@ -220,7 +220,9 @@ struct vk_stream {
     // submit_threshold commands were recorded since the last submission (0: no threshold).
     bool     batching         = false;
     size_t   submit_threshold = 0;
+    uint64_t flop_threshold   = 0; // also submit once the recorded work reaches this many FLOPs (0: none)
     size_t   n_recorded       = 0; // dispatches + copies in the open recording
+    uint64_t n_flops          = 0; // FLOPs of the native nodes in the open recording (mul_mat, flash attention)
     VkDescriptorPool desc_pool = VK_NULL_HANDLE; // extension descriptor sets, reset per submission
 
     // lifetime counters (ggml_ext_vulkan_v1.get_stats)
@@ -244,7 +246,8 @@ void     vk_stream_access(vk_stream & s, const std::vector<const ggml_tensor *> 
 void     vk_stream_access_ranges(vk_stream & s, const std::vector<vk_stream::range> & reads,
                                  const std::vector<vk_stream::range> & writes);
 bool     vk_stream_dispatch(vk_stream & s, VkPipeline pipe, const vk_params & p, uint32_t gx, uint32_t gy, uint32_t gz);
-// one more command recorded (dispatch or copy): counts it; in a batch, submits at the threshold
+// one more command recorded (dispatch or copy): counts it; in a batch, submits at a threshold
+// (commands or FLOPs since the last submission)
 bool     vk_stream_count_command(vk_stream & s);
 // Ends and submits the open recording (if it holds any command) and waits for it.
 VkResult vk_stream_submit_wait(vk_stream & s);
