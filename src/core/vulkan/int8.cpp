@@ -1,5 +1,6 @@
 // int8.cpp — sd.quantize_i8_convrot.v1 and sd.linear_i8.v1 on Vulkan through the public
-// execution services (vk_service.h), plus the Linear -> Mul(gate) -> Add(residual) fusion.
+// execution services (vk_service.h), plus the fusions Linear -> Mul(gate) -> Add(residual) and
+// GEMM -> SwiGLU [-> ConvRot].
 //
 // Exactness: the quantizer shader replicates the CPU portable kernel's float operation order and
 // computes the two divisions (amax / 127, 1 / s) exactly in integers, so packed bytes and scales
@@ -11,6 +12,10 @@
 // plain I8 inputs (any group: the packed layout does not depend on it), every tensor within one
 // storage-buffer binding window. Outputs that overlap an input are computed into the workspace
 // and copied (the service's copy), so any allocator reuse is safe.
+//
+// The integer path is an int32 multiply-add on bytes unpacked from 32-bit words: the build's
+// glslc (Debian 12) rejects GL_EXT_integer_dot_product, so no integer-dot-product variant exists
+// yet even where the device reports the feature (lavapipe does, not accelerated).
 
 #include "int8.h"
 
