@@ -310,7 +310,8 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     pc.K       = (uint32_t) K;
     pc.N       = (uint32_t) N;
     pc.rows    = (uint32_t) rows;
-    pc.n_tiles = (uint32_t) ((N + kTile - 1) / kTile);
+    const int64_t tn = x.up ? kTile / 2 : kTile; // the shader's TN (SwiGLU: two accumulator sets)
+    pc.n_tiles = (uint32_t) ((N + tn - 1) / tn);
     pc.wu_off  = bwu.words();
     pc.swu_off = bswu.words();
     pc.bu_off  = bbu.words();

@@ -27,7 +27,8 @@ layout(constant_id = 5) const bool SWIGLU   = false;
 layout(constant_id = 6) const bool UP_WS    = true;
 layout(constant_id = 7) const bool UP_BIAS  = false;
 
-const uint TR = 4u, TN = 4u;
+// SwiGLU keeps two accumulator sets: half as many channels per invocation (register pressure)
+const uint TR = 4u, TN = SWIGLU ? 2u : 4u;
 
 layout(std430, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, binding = 1) readonly buffer A { uint a[]; };
