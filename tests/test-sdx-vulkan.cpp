@@ -57,7 +57,7 @@ TEST(SdxVulkan, RunBf16OnVulkan) {
     EXPECT_LT(u, 2e-2) << r.out; // BF16 weights
 }
 
-TEST(SdxVulkan, Int8FallsBackToCpu) {
+TEST(SdxVulkan, Int8OnVulkan) {
     const tool_result r = sdx(std::string("run --device vulkan --dtype int8 ") + SMALL);
     ASSERT_EQ(r.rc, 0) << r.err;
     double o = 0, u = 0;
@@ -65,12 +65,38 @@ TEST(SdxVulkan, Int8FallsBackToCpu) {
     EXPECT_LT(u, 1e-1) << r.out; // INT8 ConvRot weights
 }
 
-TEST(SdxVulkan, InspectShowsBothDevices) {
-    // inspect plans with the sd.rope_apply extension node, which has no Vulkan kernel yet
+TEST(SdxVulkan, InspectF32OnVulkan) {
     const tool_result r = sdx(std::string("inspect --device vulkan --dtype f32 ") + SMALL);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(std::regex_search(r.out, std::regex("MUL_MAT +b0.wq +Vulkan0"))) << r.out;
-    EXPECT_TRUE(std::regex_search(r.out, std::regex("sd.rope_apply.v1 +b0.q_rope +CPU"))) << r.out;
+    // the sd Vulkan RoPE fusion (src/core/vulkan/rope.cpp)
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("sd.rope_apply.v1 +b0.q_rope +Vulkan0 +fused +sd.vulkan.rms_norm_mul_rope")))
+        << r.out;
+    // the weights are in Vulkan memory (sdx place_weights): the parameter preparation runs there too
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("ADD +b0.mods +Vulkan0"))) << r.out;
+}
+
+// Every node of the INT8 block (ConvRot, INT8 GEMM, RoPE, their fused chains, and the native
+// ops) runs on Vulkan (src/core/vulkan): zero CPU nodes.
+TEST(SdxVulkan, InspectInt8AllNodesOnVulkan) {
+    const tool_result r = sdx(std::string("inspect --device vulkan --dtype int8 ") + SMALL);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::istringstream in(r.out);
+    std::string        line;
+    int                nodes = 0, sd_nodes = 0;
+    const std::regex   row("^ +[0-9]+ +\\S+ +.* (Vulkan0|CPU) +(native|extension|fused)");
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (!std::regex_search(line, m, row)) continue;
+        ++nodes;
+        if (line.find(" sd.") != std::string::npos) ++sd_nodes;
+        EXPECT_EQ(m[1], "Vulkan0") << line;
+    }
+    EXPECT_GE(nodes, 60) << r.out;
+    EXPECT_GE(sd_nodes, 14) << r.out;
+    for (const char * rule : {"sd.vulkan.modulation_quantize", "sd.vulkan.rms_norm_mul_rope", "sd.vulkan.linear_i8_gate_residual",
+                              "sd.vulkan.linear_i8_swiglu"})
+        EXPECT_NE(r.out.find(rule), std::string::npos) << rule << "\n" << r.out;
 }
 
 TEST(SdxVulkan, MissingDeviceIsAClearError) {

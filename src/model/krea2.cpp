@@ -171,6 +171,38 @@ model::~model() {
 
 size_t model::weight_bytes() const { return buf_ ? ggml_backend_buffer_get_size(buf_) : 0; }
 
+bool model::move_to(ggml_backend_buffer_type_t buft, std::string & err) {
+    if (!ctx_ || !buf_ || !buft) { err = "no weights to move"; return false; }
+    std::vector<std::pair<ggml_tensor *, void *>> old;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) old.push_back({t, t->data});
+    // re-place every tensor: the allocator places only tensors without storage
+    for (auto & o : old) {
+        o.first->data   = nullptr;
+        o.first->buffer = nullptr;
+    }
+    ggml_backend_buffer_t nb = ggml_backend_alloc_ctx_tensors_from_buft(ctx_, buft);
+    if (!nb) {
+        for (auto & o : old) {
+            o.first->data   = o.second;
+            o.first->buffer = buf_;
+        }
+        err = std::string("cannot allocate the weights in ") + ggml_backend_buft_name(buft);
+        return false;
+    }
+    ggml_backend_buffer_set_usage(nb, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    if (!reserved_) {
+        for (auto & o : old) ggml_backend_tensor_set(o.first, o.second, 0, ggml_nbytes(o.first));
+    }
+    ggml_backend_buffer_free(buf_);
+    buf_ = nb;
+    if (reserved_) {
+        munmap(reserved_, reserved_size_);
+        reserved_      = nullptr;
+        reserved_size_ = 0;
+    }
+    return true;
+}
+
 static void dequantize(const host_linear & l, float * dst) {
     for (int64_t o = 0; o < l.out; ++o) {
         float *        r = dst + o * l.in;

@@ -122,6 +122,12 @@ class model {
     bool load(const config & cfg, wtype type, weight_source * src, std::string & err,
               const progress_fn & progress = nullptr);
 
+    // Moves the loaded weights into a buffer of buft (the --device GPU's, so the ops that read
+    // them run there without per-graph copies from host memory). A layout-only model gets an
+    // uninitialised buffer (plans only). false, weights left where they were, when the buffer
+    // cannot be allocated.
+    bool move_to(ggml_backend_buffer_type_t buft, std::string & err);
+
     // Bytes of the weight buffer load() would allocate for cfg in type (nothing allocated).
     static size_t weight_bytes_for(const config & cfg, wtype type);
 

@@ -18,7 +18,8 @@ class runner {
     // Registers the sd extensions (kernels and fusion rules), then the backends and the
     // scheduler. threads <= 0: the CPU backend default. device: "cpu", or "vulkan" / "vulkan:N"
     // (that Vulkan device first, the CPU for what it declines, e.g. the INT8 custom nodes;
-    // weights stay in host memory and ops reading them are offloaded with copies).
+    // the weights are in host memory unless model::move_to placed them on the device; ops reading
+    // host weights are offloaded with copies).
     // forward() and plan() check every node against the CPU backend (the fallback) first:
     // without a kernel for sd_rope_apply the native RoPE chain is used; any other node without a
     // kernel (INT8 operators when the sd CPU kernels are not built) fails with an error naming
@@ -63,6 +64,10 @@ class runner {
     bool plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err);
 
     ggml_backend_t backend() const { return backend_; } // the CPU backend
+    // Where the model's weights belong: the --device GPU's buffer type, NULL for the CPU.
+    ggml_backend_buffer_type_t weight_buffer_type() const {
+        return gpu_ ? ggml_backend_get_default_buffer_type(gpu_) : nullptr;
+    }
 
     // The CPU backend's abort callback (polled between nodes and inside long kernels, extension
     // kernels included). Must be async-signal-safe to read when driven by a signal handler's flag.

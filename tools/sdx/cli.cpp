@@ -147,6 +147,13 @@ void load_model(model_opts & o, krea2::wtype type, krea2::model & m, krea2::weig
     if (!ok) fail(err);
 }
 
+void place_weights(krea2::runner & r, krea2::model & m) {
+    ggml_backend_buffer_type_t buft = r.weight_buffer_type();
+    if (!buft) return;
+    std::string err;
+    if (!m.move_to(buft, err)) fprintf(stderr, "sdx: note: the weights stay in host memory (%s)\n", err.c_str());
+}
+
 krea2::runner::result run_stack(krea2::runner & r, const krea2::model & m, const krea2::build_options & bo,
                                 const std::vector<float> & x, const std::vector<float> & tvec, const std::string & label) {
     krea2::runner::result res;

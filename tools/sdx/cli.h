@@ -72,6 +72,9 @@ std::unique_ptr<krea2::weight_source> make_source(model_opts & o);
 void load_model(model_opts & o, krea2::wtype type, krea2::model & m, bool fill = true);
 // Loads from an already opened source (make_source), polling for Ctrl-C between blocks.
 void load_model(model_opts & o, krea2::wtype type, krea2::model & m, krea2::weight_source & src);
+// With a --device GPU, moves m's weights into its memory (ops reading them then run there, without
+// per-graph copies); when that memory cannot hold them they stay in host memory (a note says so).
+void place_weights(krea2::runner & r, krea2::model & m);
 // Runs the stack with a per-block progress display. Fails with a message (exit 128 + signal when
 // the runner's abort callback stopped it).
 krea2::runner::result run_stack(krea2::runner & r, const krea2::model & m, const krea2::build_options & bo,

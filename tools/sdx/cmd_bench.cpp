@@ -206,6 +206,7 @@ int cmd_bench(int argc, char ** argv) {
             mp.reset(); // free the previous weights first (F32 at full width: 1.7 GB per block)
             mp.reset(new krea2::model);
             load_model(o, bc.type, *mp, true);
+            place_weights(r, *mp);
         }
         const krea2::model & m = *mp;
         c                      = m.cfg();

@@ -50,6 +50,7 @@ int cmd_inspect(int argc, char ** argv) {
     if (!r.init(o.threads, err, o.device)) fail(err);
     krea2::model m;
     load_model(o, o.dtype, m, false);
+    place_weights(r, m);
     krea2::build_options bo;
     bo.rope_ext = !native;
     bo.fusion   = o.fusion;

@@ -83,6 +83,7 @@ int cmd_run(int argc, char ** argv) {
 
     auto m = std::make_unique<krea2::model>();
     load_model(o, o.dtype, *m, *src);
+    place_weights(r, *m);
     src.reset();
     const krea2::config c = m->cfg();
     printf("sdx run: %d block(s), %lld tokens (%lld text), hidden %lld, %lld heads / %lld kv heads, mlp %lld, %s weights%s, fusion %s\n",

@@ -4,10 +4,14 @@
 // Vulkan symbol: the device kind is recognised by its registry's name and the services are
 // found through get_proc_address.
 //
-// The kernel set is empty for now: the RoPE and INT8 kernels (rope.cpp, int8.cpp, issue 12
-// items 3 and 4) add their registrars here.
+// The kernels: RoPE (rope.cpp), INT8 / ConvRot (int8.cpp), modulated norm -> ConvRot
+// (norm_quant.cpp).
 
 #include "vulkan_kernels.h"
+
+#include "int8.h"
+#include "norm_quant.h"
+#include "rope.h"
 
 #include "../ggml_extensions.h"
 
@@ -26,6 +30,8 @@ extern "C" bool sd_register_vulkan_extensions(ggml_backend_dev_t dev) {
     if (svc == nullptr) return true; // not a Vulkan device (or no services): nothing to register
     if (sd_op_rope_apply() == 0) return false; // schemas missing: the reason was logged
     bool ok = true;
-    // registrars of the sd Vulkan kernels go here, e.g. ok = sd_vulkan_register_rope(dev, svc) && ok;
+    ok      = sd_vulkan_register_rope(dev) && ok;
+    ok      = sd_vulkan_register_int8(dev) && ok;
+    ok      = sd_vulkan_register_norm_quant(dev) && ok;
     return ok;
 }

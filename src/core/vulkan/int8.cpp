@@ -1,0 +1,563 @@
+// int8.cpp — sd.quantize_i8_convrot.v1 and sd.linear_i8.v1 on Vulkan through the public
+// execution services (vk_service.h), plus the fusions Linear -> Mul(gate) -> Add(residual) and
+// GEMM -> SwiGLU [-> ConvRot].
+//
+// Exactness: the quantizer shader replicates the CPU portable kernel's float operation order and
+// computes the two divisions (amax / 127, 1 / s) exactly in integers, so packed bytes and scales
+// are bit-identical to the CPU's; the GEMM's integer sums are exact int32 and its epilogue runs
+// the CPU's steps in the CPU's order, each rounded separately.
+//
+// Supported (anything else declines, and the scheduler runs the node elsewhere, e.g. the CPU):
+// K % 4 == 0 (32-bit words), ConvRot groups 1..256 (F32 inputs and the quantizer), packed and
+// plain I8 inputs (any group: the packed layout does not depend on it), every tensor within one
+// storage-buffer binding window. Outputs that overlap an input are computed into the workspace
+// and copied (the service's copy), so any allocator reuse is safe.
+//
+// The integer path is an int32 multiply-add on bytes unpacked from 32-bit words: the build's
+// glslc (Debian 12) rejects GL_EXT_integer_dot_product, so no integer-dot-product variant exists
+// yet even where the device reports the feature (lavapipe does, not accelerated).
+
+#include "int8.h"
+
+#include "../ggml_extensions.h"
+#include "vk_service.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace {
+
+using sd_vk::bound;
+
+constexpr uint32_t kQuantLocal  = 16; // rows per quantizer workgroup (one row per invocation)
+constexpr uint32_t kLinearLocal = 64; // 4 x 4 output tiles per GEMM workgroup
+constexpr int64_t  kTile        = 4;
+
+int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
+// The groups the quantizer shader rotates in one private array (powers of 4 up to 256).
+bool shader_group(int g) { return g == 1 || g == 4 || g == 16 || g == 64 || g == 256; }
+bool is_f32_vec(const ggml_tensor * t, int64_t n) {
+    return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n;
+}
+// Tensors are bound as 32-bit words: a view must start on a 4-byte boundary.
+bool word_aligned(const ggml_tensor * t) { return t->view_src == nullptr || t->view_offs % 4 == 0; }
+bool bindable(ggml_backend_dev_t dev, const ggml_tensor * t) {
+    return word_aligned(t) && sd_vk::fits_binding(dev, ggml_nbytes(t));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The quantizer dispatch (shared by the node and by the F32-input linear)
+
+struct quant_push {
+    uint32_t x_off, o_off, K, rows, prows, scale_off;
+    float    gscale;
+};
+
+// Quantizes rows x K floats (x) into the packed layout at dst (K * pad4(rows) bytes, then the
+// F32 scales).
+ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound & dst, int64_t K, int64_t rows,
+                          int group) {
+    const int64_t prows = pad_up(rows, 4);
+    quant_push    pc{};
+    pc.x_off     = x.words();
+    pc.o_off     = dst.words();
+    pc.K         = (uint32_t) K;
+    pc.rows      = (uint32_t) rows;
+    pc.prows     = (uint32_t) prows;
+    pc.scale_off = (uint32_t) (K * prows / 4);
+    pc.gscale    = 1.0f / sqrtf((float) group); // the CPU kernel's expression (exact: a power of 2)
+    const uint32_t spec[2] = {kQuantLocal, (uint32_t) group};
+    uint32_t       groups[3];
+    sd_vk::grid_1d(backend, (uint64_t) ((prows + kQuantLocal - 1) / kQuantLocal), groups);
+    const bound * b[2] = {&x, &dst};
+    return sd_vk::dispatch(backend, "quantize_i8_convrot", b, 2, spec, 2, &pc, sizeof(pc), groups);
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.quantize_i8_convrot.v1
+
+bool quant_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
+    return sd_vulkan_quantize_supported(dev, node);
+}
+
+} // namespace
+
+bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node) {
+    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
+    const ggml_tensor * x = node->src[0];
+    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const int64_t K = x->ne[0], rows = rows_of(x);
+    if (!shader_group(at.group) || K <= 0 || K % at.group != 0 || K % 4 != 0) return false;
+    if (K > UINT32_MAX / 4 || rows <= 0 || ggml_nelements(x) > INT32_MAX) return false;
+    if (node->type != GGML_TYPE_I8 || !ggml_is_contiguous(node) || node->ne[0] != K ||
+        node->ne[1] != packed_ne1(K, rows) || node->ne[2] != 1 || node->ne[3] != 1)
+        return false;
+    return bindable(dev, x) && bindable(dev, node);
+}
+
+namespace {
+
+ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    *ws = ggml_nbytes(nodes->nodes[nodes->n_nodes - 1]); // staging when the output overlaps the input
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                          void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    const ggml_tensor * x    = node->src[0];
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const int64_t K = x->ne[0], rows = rows_of(x);
+    bound         bx, bo;
+    ggml_status   s = sd_vk::bind_tensor(backend, x, 0, 0, GGML_EXT_VULKAN_READ, bx);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, node, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, bx, bo, K, rows, at.group);
+    // the output overlaps the input: quantize into the workspace, then copy
+    if (!ws || ws_bytes < ggml_nbytes(node)) return GGML_STATUS_FAILED;
+    bound stage;
+    s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(node), GGML_EXT_VULKAN_READ_WRITE, stage);
+    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, stage, K, rows, at.group);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::copy(backend, bo, stage);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sd.linear_i8.v1
+
+struct linear_src {
+    const ggml_tensor *weight = nullptr, *input = nullptr, *wscale = nullptr, *bias = nullptr, *iscale = nullptr;
+};
+
+bool linear_sources(const ggml_tensor * node, const sd_linear_i8_attrs & at, linear_src & s) {
+    int n = 0;
+    while (n < GGML_MAX_SRC && node->src[n]) ++n;
+    const int expect = 2 + !!(at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) + !!(at.flags & SD_LINEAR_I8_HAS_BIAS) +
+                       !!(at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE);
+    if (n != expect || (at.flags & ~7)) return false;
+    int i    = 0;
+    s.weight = node->src[i++];
+    s.input  = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) s.wscale = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_BIAS) s.bias = node->src[i++];
+    if (at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE) s.iscale = node->src[i++];
+    return true;
+}
+
+bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
+    if (ggml_ext_get_op(node) != sd_op_linear_i8()) return false;
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    linear_src s;
+    if (!linear_sources(node, at, s)) return false;
+    const ggml_tensor * w = s.weight;
+    if (w->type != GGML_TYPE_I8 || !ggml_is_contiguous(w) || w->ne[2] != 1 || w->ne[3] != 1) return false;
+    const int64_t K = w->ne[0], N = w->ne[1];
+    if (K <= 0 || N <= 0 || K > SD_LINEAR_I8_MAX_K || K % 4 != 0) return false;
+    if (at.out_ne[0] <= 0 || at.out_ne[1] <= 0 || at.out_ne[2] <= 0) return false;
+    const int64_t rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node) || node->ne[0] != N || node->ne[1] != at.out_ne[0] ||
+        node->ne[2] != at.out_ne[1] || node->ne[3] != at.out_ne[2])
+        return false;
+    if (ggml_nelements(node) > INT32_MAX || rows > INT32_MAX / 4) return false;
+    if (s.wscale && !is_f32_vec(s.wscale, N)) return false;
+    if (s.bias && !is_f32_vec(s.bias, N)) return false;
+    const ggml_tensor * x = s.input;
+    if (!ggml_is_contiguous(x) || x->ne[0] != K) return false;
+    for (const ggml_tensor * t : {w, x, s.wscale, s.bias, s.iscale, (const ggml_tensor *) node})
+        if (t && !bindable(dev, t)) return false;
+    switch (at.input_kind) {
+        case SD_LINEAR_I8_INPUT_F32: {
+            const int g = at.group <= 1 ? 1 : at.group;
+            return x->type == GGML_TYPE_F32 && rows_of(x) == rows && shader_group(g) && K % g == 0 && !s.iscale &&
+                   sd_vk::fits_binding(dev, (uint64_t) (K * pad_up(rows, 4) + 4 * rows));
+        }
+        case SD_LINEAR_I8_INPUT_PACKED:
+            return x->type == GGML_TYPE_I8 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] >= packed_ne1(K, rows) &&
+                   !s.iscale;
+        case SD_LINEAR_I8_INPUT_I8: return x->type == GGML_TYPE_I8 && rows_of(x) == rows && is_f32_vec(s.iscale, rows);
+        default: return false;
+    }
+}
+
+// Workspace: [quantized activations + scales (F32 input)] [staged output (overlap)]
+struct linear_layout {
+    uint64_t act_bytes = 0, stage_off = 0, stage_bytes = 0, total = 0;
+};
+
+linear_layout layout_of(const ggml_tensor * lin, const ggml_tensor * out) {
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(lin, &at, sizeof(at));
+    const int64_t K = lin->src[0]->ne[0], rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    linear_layout l;
+    if (at.input_kind == SD_LINEAR_I8_INPUT_F32) l.act_bytes = (uint64_t) (K * pad_up(rows, 4) + 4 * rows);
+    l.stage_off   = (l.act_bytes + 255) & ~(uint64_t) 255;
+    l.stage_bytes = ggml_nbytes(out);
+    l.total       = l.stage_off + l.stage_bytes;
+    return l;
+}
+
+struct linear_push {
+    uint32_t w_off, a_off, sx_off, sw_off, b_off, y_off, g_off, r_off;
+    uint32_t K, N, rows, n_tiles;
+    uint32_t wu_off, swu_off, bu_off;
+};
+
+// The extensions of the plain GEMM a fused step asks for (all NULL: the linear alone).
+struct gemm_extras {
+    const ggml_tensor * gate     = nullptr; // MUL(., gate[N])
+    const ggml_tensor * residual = nullptr; // ADD(residual, .)
+    const ggml_tensor * up       = nullptr; // SwiGLU: the up linear (same input): silu(lin) * up
+    const ggml_tensor * quant    = nullptr; // then sd.quantize_i8_convrot.v1 of the result
+};
+
+// lin: the linear; out: where its result goes (the node, or the fused chain's last node, of the
+// linear's shape; with x.quant, the F32 intermediate the quantizer reads, kept in the workspace).
+ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const ggml_tensor * out, const gemm_extras & x,
+                       void * ws, size_t ws_bytes) {
+    const ggml_tensor *gate = x.gate, *residual = x.residual;
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(lin, &at, sizeof(at));
+    linear_src src;
+    if (!linear_sources(lin, at, src)) return GGML_STATUS_FAILED;
+    const int64_t       K = src.weight->ne[0], N = src.weight->ne[1];
+    const int64_t       rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2], prows = pad_up(rows, 4);
+    const linear_layout l    = layout_of(lin, out);
+    if (l.total > 0 && (!ws || ws_bytes < l.total)) return GGML_STATUS_FAILED;
+
+    const uint32_t R = GGML_EXT_VULKAN_READ;
+    bound          bw, ba, bsx, bsw, bb, by, bg, br, bwu, bswu, bbu;
+    ggml_status    s = sd_vk::bind_tensor(backend, src.weight, 0, 0, R, bw);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    linear_src up;
+    if (x.up) {
+        sd_linear_i8_attrs uat{};
+        ggml_ext_get_attrs(x.up, &uat, sizeof(uat));
+        if (!linear_sources(x.up, uat, up)) return GGML_STATUS_FAILED;
+    }
+    // activations: quantized into the workspace (F32), the packed rows + their scale tail, or
+    // plain I8 rows + input_scale
+    switch (at.input_kind) {
+        case SD_LINEAR_I8_INPUT_F32: {
+            bound bx, bq;
+            s = sd_vk::bind_tensor(backend, src.input, 0, 0, R, bx);
+            if (s == GGML_STATUS_SUCCESS)
+                s = sd_vk::bind_base(backend, ws, 0, l.act_bytes, GGML_EXT_VULKAN_READ_WRITE, bq);
+            const int g = at.group <= 1 ? 1 : at.group;
+            if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, bq, K, rows, g);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, 0, (uint64_t) (K * rows), R, ba);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, (uint64_t) (K * prows), 4 * rows, R, bsx);
+            break;
+        }
+        case SD_LINEAR_I8_INPUT_PACKED:
+            s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
+            if (s == GGML_STATUS_SUCCESS)
+                s = sd_vk::bind_tensor(backend, src.input, (uint64_t) (K * prows), 4 * rows, R, bsx);
+            break;
+        case SD_LINEAR_I8_INPUT_I8:
+            s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, src.iscale, 0, 0, R, bsx);
+            break;
+        default: return GGML_STATUS_FAILED;
+    }
+    if (s != GGML_STATUS_SUCCESS) return s;
+    // absent operands: any valid range (the weight), never read
+    bsw = bb = bg = br = bwu = bswu = bbu = bw;
+    if (x.up && (s = sd_vk::bind_tensor(backend, up.weight, 0, 0, R, bwu)) != GGML_STATUS_SUCCESS) return s;
+    if (up.wscale && (s = sd_vk::bind_tensor(backend, up.wscale, 0, 0, R, bswu)) != GGML_STATUS_SUCCESS) return s;
+    if (up.bias && (s = sd_vk::bind_tensor(backend, up.bias, 0, 0, R, bbu)) != GGML_STATUS_SUCCESS) return s;
+    if (src.wscale && (s = sd_vk::bind_tensor(backend, src.wscale, 0, 0, R, bsw)) != GGML_STATUS_SUCCESS) return s;
+    if (src.bias && (s = sd_vk::bind_tensor(backend, src.bias, 0, 0, R, bb)) != GGML_STATUS_SUCCESS) return s;
+    if (gate && (s = sd_vk::bind_tensor(backend, gate, 0, 0, R, bg)) != GGML_STATUS_SUCCESS) return s;
+    if (residual && (s = sd_vk::bind_tensor(backend, residual, 0, 0, R, br)) != GGML_STATUS_SUCCESS) return s;
+    bound bout;
+    const ggml_tensor * dst = x.quant ? x.quant : out;
+    if ((s = sd_vk::bind_tensor(backend, dst, 0, 0, GGML_EXT_VULKAN_READ_WRITE, bout)) != GGML_STATUS_SUCCESS) return s;
+
+    // the output must not overlap anything the GEMM reads, except a residual it covers exactly
+    // (each element is read, then written, by the same invocation); a quantized result goes
+    // through the workspace anyway
+    bool stage = x.quant != nullptr;
+    for (const bound * in : {&bw, &ba, &bsx, &bsw, &bb, &bg, &bwu, &bswu, &bbu}) stage = stage || sd_vk::overlap(bout, *in);
+    if (residual && sd_vk::overlap(bout, br) && !sd_vk::same_range(bout, br)) stage = true;
+    if (stage) {
+        if ((s = sd_vk::bind_base(backend, ws, l.stage_off, l.stage_bytes, GGML_EXT_VULKAN_READ_WRITE, by)) !=
+            GGML_STATUS_SUCCESS)
+            return s;
+    } else {
+        by = bout;
+    }
+
+    linear_push pc{};
+    pc.w_off   = bw.words();
+    pc.a_off   = ba.words();
+    pc.sx_off  = bsx.words();
+    pc.sw_off  = bsw.words();
+    pc.b_off   = bb.words();
+    pc.y_off   = by.words();
+    pc.g_off   = bg.words();
+    pc.r_off   = br.words();
+    pc.K       = (uint32_t) K;
+    pc.N       = (uint32_t) N;
+    pc.rows    = (uint32_t) rows;
+    const int64_t tn = x.up ? kTile / 2 : kTile; // the shader's TN (SwiGLU: two accumulator sets)
+    pc.n_tiles = (uint32_t) ((N + tn - 1) / tn);
+    pc.wu_off  = bwu.words();
+    pc.swu_off = bswu.words();
+    pc.bu_off  = bbu.words();
+    const uint64_t tiles   = (uint64_t) pc.n_tiles * (uint64_t) ((rows + kTile - 1) / kTile);
+    const uint32_t spec[8] = {kLinearLocal,           src.wscale != nullptr, src.bias != nullptr, gate != nullptr,
+                              residual != nullptr,    x.up != nullptr,       up.wscale != nullptr, up.bias != nullptr};
+    uint32_t groups[3];
+    sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
+    const bound * b[11] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br, &bwu, &bswu, &bbu};
+    s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 8, &pc, sizeof(pc), groups);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    if (x.quant) {
+        sd_quantize_i8_attrs qat{};
+        ggml_ext_get_attrs(x.quant, &qat, sizeof(qat));
+        return run_quantizer(backend, by, bout, N, rows, qat.group);
+    }
+    if (stage) s = sd_vk::copy(backend, bout, by);
+    return s;
+}
+
+ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    *ws                      = layout_of(node, node).total;
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                           void *) {
+    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    return linear_run(backend, node, node, gemm_extras{}, ws, ws_bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fusion: sd.linear_i8.v1 -> MUL(., gate[N]) -> ADD(residual, .), or sd.linear_i8.v1 -> ADD
+// (the Krea2 block's wo and mlp_down epilogues): the GEMM's epilogue multiplies by the gate and
+// adds the residual, each step rounded separately like the native MUL and ADD, so the linear's
+// output and the product are never written. The same chains as the CPU rule.
+
+bool is_f32_like(const ggml_tensor * t, const ggml_tensor * shape) {
+    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_are_same_shape(t, shape);
+}
+
+// The operand of the binary node b that is not `chain` (NULL unless exactly one src is chain).
+const ggml_tensor * other_src(const ggml_tensor * b, const ggml_tensor * chain) {
+    if (!b->src[0] || !b->src[1] || b->src[2]) return nullptr;
+    if (b->src[0] == chain && b->src[1] != chain) return b->src[1];
+    if (b->src[1] == chain && b->src[0] != chain) return b->src[0];
+    return nullptr;
+}
+
+// The gate of MUL(lin, gate) / MUL(gate, lin) when it is one F32 value per output channel.
+const ggml_tensor * gate_of(const ggml_tensor * mul, const ggml_tensor * lin) {
+    if (mul->op != GGML_OP_MUL || !is_f32_like(mul, lin)) return nullptr;
+    const ggml_tensor * g = other_src(mul, lin);
+    if (!g || g->type != GGML_TYPE_F32 || !ggml_is_contiguous(g) || g->ne[0] != lin->ne[0] || g->ne[1] != 1 ||
+        g->ne[2] != 1 || g->ne[3] != 1 || !word_aligned(g))
+        return nullptr;
+    return g;
+}
+
+// The residual of ADD(residual, v) / ADD(v, residual): same shape as v, F32 and contiguous.
+const ggml_tensor * residual_of(const ggml_tensor * add, const ggml_tensor * v) {
+    if (add->op != GGML_OP_ADD || !is_f32_like(add, v)) return nullptr;
+    const ggml_tensor * r = other_src(add, v);
+    return r && is_f32_like(r, v) && word_aligned(r) ? r : nullptr;
+}
+
+struct epilogue_chain {
+    const ggml_tensor *lin = nullptr, *gate = nullptr, *residual = nullptr;
+};
+
+bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, int count, epilogue_chain & c) {
+    c     = epilogue_chain{};
+    c.lin = n[0];
+    if (ggml_ext_get_op(n[0]) != sd_op_linear_i8() || (dev && !linear_supports(dev, n[0], nullptr))) return false;
+    if (count == 3) {
+        c.gate = gate_of(n[1], n[0]);
+        if (!c.gate || c.gate == n[0]) return false;
+    }
+    c.residual = residual_of(n[count - 1], n[count - 2]);
+    if (!c.residual || c.residual == n[0] || c.residual == n[1]) return false;
+    return !dev || sd_vk::fits_binding(dev, ggml_nbytes(c.residual));
+}
+
+int epilogue_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
+    if (!sd_vk::fusion_enabled()) return 0;
+    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
+    const int     n = ggml_graph_n_nodes(g);
+    if (first + 1 >= n) return 0;
+    const ggml_tensor * nodes[3] = {ggml_graph_node(g, first), ggml_graph_node(g, first + 1),
+                                    first + 2 < n ? ggml_graph_node(g, first + 2) : nullptr};
+    epilogue_chain c;
+    if (nodes[2] && chain_of(dev, nodes, 3, c)) return 3;
+    return chain_of(dev, nodes, 2, c) ? 2 : 0;
+}
+
+ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    epilogue_chain c;
+    if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    *ws = layout_of(c.lin, nodes->nodes[nodes->n_nodes - 1]).total;
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                             void *) {
+    epilogue_chain c;
+    if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    gemm_extras x;
+    x.gate     = c.gate;
+    x.residual = c.residual;
+    return linear_run(backend, c.lin, nodes->nodes[nodes->n_nodes - 1], x, ws, ws_bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fusion: GEMM -> SwiGLU [-> ConvRot]: sd.linear_i8.v1 (gate) and sd.linear_i8.v1 (up) on the
+// same input, SILU(gate), MUL(silu, up) [, sd.quantize_i8_convrot.v1]: one GEMM dispatch computes
+// both projections and silu(gate) * up (the native SILU's expressions, one rounded MUL); with the
+// quantizer, the F32 product goes through the workspace into the quantizer shader. Equals the
+// unfused chain on the device bit for bit.
+
+bool same_linear_shape(const ggml_tensor * a, const ggml_tensor * b) {
+    sd_linear_i8_attrs x{}, y{};
+    ggml_ext_get_attrs(a, &x, sizeof(x));
+    ggml_ext_get_attrs(b, &y, sizeof(y));
+    linear_src sa, sb;
+    if (!linear_sources(a, x, sa) || !linear_sources(b, y, sb)) return false;
+    return x.input_kind == y.input_kind && x.input_kind != SD_LINEAR_I8_INPUT_F32 && sa.input == sb.input &&
+           sa.iscale == sb.iscale && ggml_are_same_shape(sa.weight, sb.weight) && ggml_are_same_shape(a, b) &&
+           x.out_ne[0] == y.out_ne[0] && x.out_ne[1] == y.out_ne[1] && x.out_ne[2] == y.out_ne[2];
+}
+
+struct swiglu_chain {
+    const ggml_tensor *gate = nullptr, *up = nullptr, *mul = nullptr, *quant = nullptr;
+};
+
+bool is_silu(const ggml_tensor * t) { return t->op == GGML_OP_UNARY && ggml_get_unary_op(t) == GGML_UNARY_OP_SILU; }
+
+// n: lin, lin, SILU(one of them), MUL(silu, the other) [, quantize(MUL)]; or
+//    lin, SILU(it), lin, MUL(silu, the other) [, quantize(MUL)]
+bool swiglu_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, int count, swiglu_chain & c) {
+    c = swiglu_chain{};
+    const ggml_tensor *l0 = n[0], *l1 = n[1], *silu = n[2], *mul = n[3];
+    if (is_silu(n[1])) std::swap(l1, silu); // the second order
+    if (ggml_ext_get_op(l0) != sd_op_linear_i8() || ggml_ext_get_op(l1) != sd_op_linear_i8()) return false;
+    if (!is_silu(silu) || mul->op != GGML_OP_MUL) return false;
+    if (silu->src[0] == l0) { c.gate = l0; c.up = l1; }
+    else if (silu->src[0] == l1 && silu == n[2]) { c.gate = l1; c.up = l0; }
+    else return false;
+    if (!is_f32_like(silu, c.gate) || !is_f32_like(mul, c.gate)) return false;
+    const bool mul_ok = (mul->src[0] == silu && mul->src[1] == c.up) || (mul->src[0] == c.up && mul->src[1] == silu);
+    if (!mul_ok || mul->src[2] || !same_linear_shape(c.gate, c.up)) return false;
+    if (dev && (!linear_supports(dev, c.gate, nullptr) || !linear_supports(dev, c.up, nullptr))) return false;
+    c.mul = mul;
+    if (count == 5) {
+        c.quant = n[4];
+        if (ggml_ext_get_op(c.quant) != sd_op_quantize_i8_convrot() || c.quant->src[0] != mul) return false;
+        if (dev && !sd_vulkan_quantize_supported(dev, c.quant)) return false;
+    }
+    return true;
+}
+
+int swiglu_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
+    if (!sd_vk::fusion_enabled()) return 0;
+    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
+    const int     n = ggml_graph_n_nodes(g);
+    if (first + 3 >= n) return 0;
+    const ggml_tensor * nodes[5];
+    for (int i = 0; i < 5; ++i) nodes[i] = first + i < n ? ggml_graph_node(g, first + i) : nullptr;
+    swiglu_chain c;
+    if (nodes[4] && swiglu_of(dev, nodes, 5, c)) return 5;
+    return swiglu_of(dev, nodes, 4, c) ? 4 : 0;
+}
+
+ggml_status swiglu_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    swiglu_chain c;
+    if ((nodes->n_nodes != 4 && nodes->n_nodes != 5) || !swiglu_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    *ws = layout_of(c.gate, c.mul).total; // the F32 product (quantized) or the staged output
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status swiglu_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                           void *) {
+    swiglu_chain c;
+    if ((nodes->n_nodes != 4 && nodes->n_nodes != 5) || !swiglu_of(nullptr, nodes->nodes, nodes->n_nodes, c))
+        return GGML_STATUS_FAILED;
+    gemm_extras x;
+    x.up    = c.up;
+    x.quant = c.quant;
+    return linear_run(backend, c.gate, c.mul, x, ws, ws_bytes);
+}
+
+} // namespace
+
+bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
+    static std::mutex                         mu;
+    static std::map<ggml_backend_dev_t, bool> result;
+    std::lock_guard<std::mutex>               lock(mu);
+    if (!dev) return false;
+    if (!sd_vk::service(dev)) return true; // not a Vulkan device
+    const auto known = result.find(dev);
+    if (known != result.end()) return known->second;
+    const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
+    const ggml_ext_op_t lop = sd_op_linear_i8();
+    if (!qop || !lop) {
+        fprintf(stderr, "sd vulkan int8: operators not registered\n");
+        return result[dev] = false;
+    }
+    ggml_ext_kernel_desc q{};
+    q.name      = SD_VK_KERNEL_QUANTIZE_I8;
+    q.op        = GGML_OP_CUSTOM;
+    q.custom_op = qop;
+    q.supports  = quant_supports;
+    q.prepare   = quant_prepare;
+    q.execute   = quant_execute;
+
+    ggml_ext_kernel_desc l{};
+    l.name      = SD_VK_KERNEL_LINEAR_I8;
+    l.op        = GGML_OP_CUSTOM;
+    l.custom_op = lop;
+    l.supports  = linear_supports;
+    l.prepare   = linear_prepare;
+    l.execute   = linear_execute;
+
+    ggml_ext_kernel_desc e{};
+    e.name    = SD_VK_KERNEL_LINEAR_I8_GATE_RES;
+    e.op      = GGML_OP_NONE; // fusion only
+    e.match   = epilogue_match;
+    e.prepare = epilogue_prepare;
+    e.execute = epilogue_execute;
+
+    ggml_ext_kernel_desc sw{};
+    sw.name    = SD_VK_KERNEL_LINEAR_I8_SWIGLU;
+    sw.op      = GGML_OP_NONE; // fusion only
+    sw.match   = swiglu_match;
+    sw.prepare = swiglu_prepare;
+    sw.execute = swiglu_execute;
+
+    bool ok = true;
+    for (const ggml_ext_kernel_desc * d : {&q, &l, &e, &sw}) {
+        if (!ggml_ext_register_kernel(dev, d)) {
+            fprintf(stderr, "sd vulkan int8: kernel registration failed: %s\n", ggml_ext_last_error());
+            ok = false;
+        }
+    }
+    return result[dev] = ok;
+}

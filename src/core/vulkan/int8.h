@@ -1,0 +1,24 @@
+#pragma once
+
+// Vulkan kernels for the sd INT8 operators (sd.quantize_i8_convrot.v1, sd.linear_i8.v1) and the
+// fusions Linear -> Mul(gate) -> Add(residual) and GEMM -> SwiGLU [-> ConvRot], on the public
+// Vulkan execution services.
+
+#include "ggml-backend.h"
+
+// Registers them on `dev` (a Vulkan device with the ggml_ext_vulkan_v1 service; any other
+// device: nothing to do, true). The operators must already be registered
+// (sd_ggml_register_extensions). false if a registration failed (the reason is printed);
+// repeated calls for the same device return the first call's result.
+bool sd_vulkan_register_int8(ggml_backend_dev_t dev);
+
+// Whether the Vulkan quantizer runs this sd.quantize_i8_convrot.v1 node (contiguous F32 input,
+// group 1..256 dividing K, K % 4 == 0, the packed output shape, bindable sizes). Fusion rules
+// that end in a quantize node accept exactly these.
+bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node);
+
+// Kernel names (plan introspection, tests)
+#define SD_VK_KERNEL_QUANTIZE_I8         "sd.vulkan.quantize_i8_convrot"
+#define SD_VK_KERNEL_LINEAR_I8           "sd.vulkan.linear_i8"
+#define SD_VK_KERNEL_LINEAR_I8_GATE_RES  "sd.vulkan.linear_i8_gate_residual"
+#define SD_VK_KERNEL_LINEAR_I8_SWIGLU    "sd.vulkan.linear_i8_swiglu"

@@ -1,0 +1,163 @@
+// norm_quant.cpp — the Krea2 modulated-norm path fused into the ConvRot quantizer on Vulkan
+// (shaders/modulation_quantize.comp):
+//     RMS_NORM(x) -> MUL(., w1) -> MUL(., mod_scale) -> ADD(h, t) -> ADD(., shift)
+//         -> sd.quantize_i8_convrot.v1
+// (sd.cpp's modulated_norm: RMSNorm(x) * (1 + scale) * (1 + mod_scale) + shift, then the packed
+// INT8 activation the following linears share). w1, mod_scale and shift are one F32 value per
+// channel (K), broadcast over rows. The fused result equals the unfused chain on the same device
+// bit for bit (see the shader). External consumers of any intermediate are refused by ggml's
+// fusion checks; an output overlapping the input is computed in the workspace and copied.
+
+#include "int8.h"
+#include "norm_quant.h"
+
+#include "../ggml_extensions.h"
+#include "vk_service.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace {
+
+using sd_vk::bound;
+
+bool is_channel_vec(const ggml_tensor * t, int64_t K) {
+    return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && t->ne[0] == K && t->ne[1] == 1 &&
+           t->ne[2] == 1 && t->ne[3] == 1 && (t->view_src == nullptr || t->view_offs % 4 == 0);
+}
+
+bool f32_same(const ggml_tensor * t, const ggml_tensor * shape) {
+    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_are_same_shape(t, shape);
+}
+
+// The operand of binary node b that is not `chain` (NULL unless exactly one src is chain).
+const ggml_tensor * other_src(const ggml_tensor * b, const ggml_tensor * chain) {
+    if (!b->src[0] || !b->src[1] || b->src[2]) return nullptr;
+    if (b->src[0] == chain && b->src[1] != chain) return b->src[1];
+    if (b->src[1] == chain && b->src[0] != chain) return b->src[0];
+    return nullptr;
+}
+
+struct mod_chain {
+    const ggml_tensor *x = nullptr, *w1 = nullptr, *ms = nullptr, *sh = nullptr;
+    float eps = 0.0f;
+};
+
+bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, mod_chain & c) {
+    const ggml_tensor *norm = n[0], *mul1 = n[1], *mul2 = n[2], *add1 = n[3], *add2 = n[4], *q = n[5];
+    if (norm->op != GGML_OP_RMS_NORM || mul1->op != GGML_OP_MUL || mul2->op != GGML_OP_MUL ||
+        add1->op != GGML_OP_ADD || add2->op != GGML_OP_ADD || ggml_ext_get_op(q) != sd_op_quantize_i8_convrot())
+        return false;
+    c.x = norm->src[0];
+    if (!c.x || !f32_same(c.x, norm) || !f32_same(norm, norm)) return false;
+    const int64_t K = c.x->ne[0];
+    c.w1 = other_src(mul1, norm);
+    c.ms = other_src(mul2, mul1);
+    c.sh = other_src(add2, add1);
+    if (!is_channel_vec(c.w1, K) || !is_channel_vec(c.ms, K) || !is_channel_vec(c.sh, K)) return false;
+    // ADD(h, t): exactly the normalised product and its modulation term
+    const bool add_ok = (add1->src[0] == mul1 && add1->src[1] == mul2) || (add1->src[0] == mul2 && add1->src[1] == mul1);
+    if (!add_ok || add1->src[2]) return false;
+    for (const ggml_tensor * t : {mul1, mul2, add1, add2})
+        if (!f32_same(t, norm)) return false;
+    if (q->src[0] != add2 || (dev && !sd_vulkan_quantize_supported(dev, q))) return false;
+    memcpy(&c.eps, norm->op_params, sizeof(float));
+    if (!dev) return true;
+    const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
+    return info && info->subgroup_basic && info->subgroup_arithmetic && info->subgroup_size > 0;
+}
+
+int mod_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
+    if (!sd_vk::fusion_enabled()) return 0;
+    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
+    if (first + 5 >= ggml_graph_n_nodes(g)) return 0;
+    const ggml_tensor * n[6];
+    for (int i = 0; i < 6; ++i) n[i] = ggml_graph_node(g, first + i);
+    mod_chain c;
+    return chain_of(dev, n, c) ? 6 : 0;
+}
+
+ggml_status mod_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    mod_chain c;
+    if (nodes->n_nodes != 6 || !chain_of(nullptr, nodes->nodes, c)) return GGML_STATUS_FAILED;
+    *ws = ggml_nbytes(nodes->nodes[5]); // staging when the output overlaps the input
+    return GGML_STATUS_SUCCESS;
+}
+
+struct mod_push {
+    uint32_t x_off, w_off, ms_off, sh_off, o_off;
+    uint32_t K, rows, prows, scale_off;
+    float    gscale, eps;
+};
+
+ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                        void *) {
+    mod_chain c;
+    if (nodes->n_nodes != 6 || !chain_of(nullptr, nodes->nodes, c)) return GGML_STATUS_FAILED;
+    const ggml_tensor * q = nodes->nodes[5];
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(q, &at, sizeof(at));
+    const uint32_t R = GGML_EXT_VULKAN_READ;
+    bound          bx, bw, bm, bs, bo, bt;
+    ggml_status    s = sd_vk::bind_tensor(backend, c.x, 0, 0, R, bx);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, c.w1, 0, 0, R, bw);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, c.ms, 0, 0, R, bm);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, c.sh, 0, 0, R, bs);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, q, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
+    if (s != GGML_STATUS_SUCCESS) return s;
+    const bool stage = sd_vk::overlap(bo, bx) || sd_vk::overlap(bo, bw) || sd_vk::overlap(bo, bm) || sd_vk::overlap(bo, bs);
+    if (stage) {
+        if (!ws || ws_bytes < ggml_nbytes(q)) return GGML_STATUS_FAILED;
+        if ((s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(q), GGML_EXT_VULKAN_READ_WRITE, bt)) != GGML_STATUS_SUCCESS)
+            return s;
+    } else {
+        bt = bo;
+    }
+    const int64_t K = c.x->ne[0], rows = ggml_nrows(c.x), prows = (rows + 3) / 4 * 4;
+    mod_push      pc{};
+    pc.x_off     = bx.words();
+    pc.w_off     = bw.words();
+    pc.ms_off    = bm.words();
+    pc.sh_off    = bs.words();
+    pc.o_off     = bt.words();
+    pc.K         = (uint32_t) K;
+    pc.rows      = (uint32_t) rows;
+    pc.prows     = (uint32_t) prows;
+    pc.scale_off = (uint32_t) (K * prows / 4);
+    pc.gscale    = 1.0f / sqrtf((float) at.group);
+    pc.eps       = c.eps;
+    const ggml_ext_vulkan_device_info * info = sd_vk::device_info(ggml_backend_get_device(backend));
+    const uint32_t sgs = info->subgroup_size, wg = 4 * sgs <= info->max_workgroup_invocations ? 4 * sgs : sgs;
+    uint64_t       n   = ((uint64_t) prows + wg - 1) / wg; // a subgroup takes sgs rows: wg rows per workgroup
+    if (n > info->max_workgroup_count[0]) n = info->max_workgroup_count[0]; // grid-stride loop covers the rest
+    const uint32_t groups[3] = {(uint32_t) n, 1, 1};
+    const uint32_t spec[2]   = {wg, (uint32_t) at.group};
+    const bound *  b[5]      = {&bx, &bw, &bm, &bs, &bt};
+    s = sd_vk::dispatch(backend, "modulation_quantize", b, 5, spec, 2, &pc, sizeof(pc), groups);
+    if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bo, bt);
+    return s;
+}
+
+} // namespace
+
+bool sd_vulkan_register_norm_quant(ggml_backend_dev_t dev) {
+    static std::mutex                         mu;
+    static std::map<ggml_backend_dev_t, bool> result;
+    std::lock_guard<std::mutex>               lock(mu);
+    if (!dev) return false;
+    if (!sd_vk::service(dev)) return true; // not a Vulkan device
+    const auto known = result.find(dev);
+    if (known != result.end()) return known->second;
+    ggml_ext_kernel_desc f{};
+    f.name    = SD_VK_KERNEL_MODULATION_QUANTIZE;
+    f.op      = GGML_OP_NONE; // fusion only
+    f.match   = mod_match;
+    f.prepare = mod_prepare;
+    f.execute = mod_execute;
+    const bool ok = ggml_ext_register_kernel(dev, &f);
+    if (!ok) fprintf(stderr, "sd vulkan norm-quant: kernel registration failed: %s\n", ggml_ext_last_error());
+    return result[dev] = ok;
+}

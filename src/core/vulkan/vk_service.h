@@ -1,0 +1,59 @@
+#pragma once
+
+// vk_service.h — the sd Vulkan kernels' access to ggml_ext_vulkan_v1 (ggml-ext-vulkan.h): the
+// service table and device capabilities of a device, tensor / workspace bindings with their
+// resolved ranges, alias checks, and one-call dispatch of an embedded shader. Only public ggml
+// headers are used.
+
+#include "ggml-backend.h"
+#include "ggml-ext-vulkan.h"
+#include "ggml.h"
+
+#include <cstdint>
+
+namespace sd_vk {
+
+// The service of dev's registry (NULL when dev is not a Vulkan device or the library lacks it).
+const ggml_ext_vulkan_v1 * service(ggml_backend_dev_t dev);
+// Capabilities of dev, queried once per device (NULL when unavailable).
+const ggml_ext_vulkan_device_info * device_info(ggml_backend_dev_t dev);
+
+// Whether a binding window of `bytes` fits the device's storage-buffer range (with room for the
+// descriptor's alignment slack).
+bool fits_binding(ggml_backend_dev_t dev, uint64_t bytes);
+
+// A resolved binding: what dispatch takes, and where the shader finds its first byte.
+struct bound {
+    ggml_ext_vulkan_binding  b{};
+    ggml_ext_vulkan_resolved r{};
+    uint32_t words() const { return (uint32_t) (r.shader_offset / 4); } // shader offset in 32-bit words
+};
+
+// Resolves bytes [offset, offset + size) of tensor t (size 0: to its end) / of the workspace
+// (base = the execute callback's workspace pointer). Fails (message on stderr) when the service
+// rejects the range or its shader offset is not a multiple of 4 bytes.
+ggml_status bind_tensor(ggml_backend_t backend, const ggml_tensor * t, uint64_t offset, uint64_t size, uint32_t access,
+                        bound & out);
+ggml_status bind_base(ggml_backend_t backend, const void * base, uint64_t offset, uint64_t size, uint32_t access,
+                      bound & out);
+
+bool overlap(const bound & a, const bound & b);
+bool same_range(const bound & a, const bound & b);
+
+// Dispatches the embedded shader `shader` (shaders/<name>.comp) with the given bindings,
+// specialization constants and push constants over groups[0..2] workgroups.
+ggml_status dispatch(ggml_backend_t backend, const char * shader, const bound * const * bindings, uint32_t n_bindings,
+                     const uint32_t * spec, uint32_t n_spec, const void * push, uint32_t push_size,
+                     const uint32_t groups[3]);
+
+// Device copy dst <- src (equal sizes, multiples of 4 bytes, no overlap).
+ggml_status copy(ggml_backend_t backend, const bound & dst, const bound & src);
+
+// Whether the sd Vulkan fusion rules may match: sd_ggml_fusion_enabled() and the environment
+// does not set GGML_VK_DISABLE_FUSION (to anything but "0" or ""); read at every match.
+bool fusion_enabled();
+
+// Splits n workgroups into an (x, y) grid within the device's per-dimension limit.
+void grid_1d(ggml_backend_t backend, uint64_t n, uint32_t groups[3]);
+
+} // namespace sd_vk
