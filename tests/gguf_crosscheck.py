@@ -8,6 +8,10 @@
                                  DIR/py-align.gguf general.alignment = 64
                                  and per tensor DIR/<file>.<tensor>.bytes (the exact bytes) and
                                  DIR/<file>.<tensor>.deq (gguf.quants.dequantize, float32)
+  gguf_crosscheck.py model DIR   DIR/model.gguf: a 2-block Krea2 stack at a small width (hidden
+                                 256, 2 heads, 1 KV head, mlp 512) with tensor names as our
+                                 safetensors writer names them, linear weights mixed per tensor
+                                 (F32, F16, BF16, Q8_0 quantized by gguf.quants), norms F32
   gguf_crosscheck.py check DIR   reads DIR/cpp.gguf and DIR/cpp-align.gguf (written by our writer)
                                  with gguf.GGUFReader: every key and value, tensor types, shapes,
                                  offsets and bytes (DIR/cpp.<tensor>.bytes), and the float and
@@ -138,7 +142,43 @@ def check_file(d, stem, tensors, errors, alignment=32, kvs=True):
             errors.append(f"{stem}: tensor {name} ({qt.name}): {nb} of {len(want)} bytes differ from gguf.quants on the same floats")
 
 
+LINEARS = ["attn.wq", "attn.wk", "attn.wv", "attn.gate", "attn.wo", "mlp.gate", "mlp.up", "mlp.down"]
+
+
+def write_model(d):
+    hidden, heads, kv, mlp = 256, 2, 1, 512
+    q, k = heads * 128, kv * 128
+    shapes = {"attn.wq": (q, hidden), "attn.wk": (k, hidden), "attn.wv": (k, hidden), "attn.gate": (q, hidden),
+              "attn.wo": (hidden, q), "mlp.gate": (mlp, hidden), "mlp.up": (mlp, hidden), "mlp.down": (hidden, mlp)}
+    types = [Q.Q8_0, Q.F16, Q.BF16, Q.F32, Q.Q8_0, Q.Q8_0, Q.F16, Q.Q8_0]
+    rng = np.random.default_rng(1234)
+    w = gguf.GGUFWriter(str(d / "model.gguf"), "krea2")
+    for b in range(2):
+        pre = f"blocks.{b}."
+        for j, name in enumerate(LINEARS):
+            out_, in_ = shapes[name]
+            x = (rng.uniform(-1, 1, size=(out_, in_)) / np.sqrt(in_)).astype(np.float32)
+            qt = types[(j + b) % len(types)]
+            if qt == Q.F32:
+                w.add_tensor(pre + name + ".weight", x)
+            elif qt == Q.F16:
+                w.add_tensor(pre + name + ".weight", x.astype(np.float16))
+            else:
+                w.add_tensor(pre + name + ".weight", gguf.quants.quantize(x, qt).view(np.uint8), raw_dtype=qt)
+        w.add_tensor(pre + "mod.lin", (0.05 * rng.standard_normal(6 * hidden)).astype(np.float32))
+        for name, n in (("prenorm.scale", hidden), ("postnorm.scale", hidden), ("attn.qknorm.qnorm.scale", 128),
+                        ("attn.qknorm.knorm.scale", 128)):
+            w.add_tensor(pre + name, (0.1 * rng.standard_normal(n)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "model":
+        write_model(Path(sys.argv[2]))
+        return 0
     if len(sys.argv) != 3 or sys.argv[1] not in ("write", "check"):
         print(__doc__)
         return 2
