@@ -528,6 +528,12 @@ TEST(GGUFHostile, NotARegularFile) {
     EXPECT_NE(std::string(gguf_last_error()).find("cannot open"), std::string::npos);
 }
 
+TEST(GGUFHostile, NulBytesInKeysAndNames) {
+    // found by fuzz-gguf: "a\0x" and "a\0y" are different keys that lookups by C string confuse
+    expect_refused(bytes_builder().header(0, 1).kv_u32(std::string("a\0x", 3), 1).b, "contains a NUL byte");
+    expect_refused(bytes_builder().header(1, 0).tensor(std::string("t\0u", 3), {4}, GGML_TYPE_F32, 0).pad().zeros(32).b, "contains a NUL byte");
+}
+
 TEST(GGUFHostile, ControlCharactersInNamesAreEscaped) {
     expect_refused(bytes_builder().header(0, 2).kv_u32("a\x1b[2Jb", 1).kv_u32("a\x1b[2Jb", 2).b, "a\\x1b[2Jb");
 }

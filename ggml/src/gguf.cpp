@@ -241,7 +241,7 @@ class gguf_parser {
         std::string o;
         for (size_t i = 0; i < s.size() && i < 80; ++i) {
             const unsigned char c = (unsigned char) s[i];
-            if (c < 0x20 || c == 0x7f || c == '\\') {
+            if (c < 0x20 || c == 0x7f || c == '\\') { // NUL too
                 char b[8];
                 snprintf(b, sizeof(b), "\\x%02x", c);
                 o += b;
@@ -268,6 +268,9 @@ bool gguf_parser::parse_kv(gguf_context & ctx, std::map<std::string, int> & seen
     gguf_kv        e;
     const uint64_t at_key = in_.pos();
     if (!read_string(e.key, "key")) return false;
+    // keys and names are looked up as C strings: an embedded NUL would make two differ only
+    // after it (duplicates the lookups cannot tell apart)
+    if (e.key.find('\0') != std::string::npos) return fail(at_key, "key '%s' contains a NUL byte", shown(e.key).c_str());
     if (!seen.emplace(e.key, 0).second) return fail(at_key, "duplicate key '%s'", shown(e.key).c_str());
     const uint64_t at_type = in_.pos();
     int32_t        type;
@@ -335,6 +338,7 @@ bool gguf_parser::parse_tensor_info(gguf_context & ctx, int64_t i) {
         return fail(at_name, "tensor %" PRId64 ": name '%s' is %zu bytes, the limit is %d", i, shown(t.name).c_str(), t.name.size(),
                     GGML_MAX_NAME - 1);
     }
+    if (t.name.find('\0') != std::string::npos) return fail(at_name, "tensor name '%s' contains a NUL byte", shown(t.name).c_str());
     if (ctx.tensor_index.count(t.name)) return fail(at_name, "duplicate tensor name '%s'", shown(t.name).c_str());
     const std::string nm = shown(t.name);
     const uint64_t    at_dims = in_.pos();

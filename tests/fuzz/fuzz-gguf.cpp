@@ -32,14 +32,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         return 0;
     }
     CHECK(gc != nullptr);
-    CHECK(gguf_get_data_offset(g) <= size || gguf_get_n_tensors(g) == 0);
     size_t total = 0;
     for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
         const char * name = gguf_get_tensor_name(g, i);
         CHECK(gguf_find_tensor(g, name) == i);
         CHECK(gguf_get_tensor_offset(g, i) % gguf_get_alignment(g) == 0);
         const size_t nb = gguf_get_tensor_size(g, i);
-        CHECK(gguf_get_data_offset(g) + gguf_get_tensor_offset(g, i) + nb <= size);
+        CHECK(nb == 0 || gguf_get_data_offset(g) + gguf_get_tensor_offset(g, i) + nb <= size);
         ggml_tensor * t = ggml_get_tensor(gc, name);
         CHECK(t && t->type == gguf_get_tensor_type(g, i) && ggml_nbytes(t) == nb);
         CHECK(nb == 0 || memcmp(t->data, data + gguf_get_data_offset(g) + gguf_get_tensor_offset(g, i), nb) == 0);
@@ -53,7 +52,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         }
     }
 
-    // round trip through the writer (it must never write what the reader refuses)
+    // round trip through the writer (it must never write what the reader refuses); skipped for
+    // alignments above 64 KiB, legal but making the rewritten meta data that large (padding)
+    if (gguf_get_alignment(g) > 65536) {
+        gguf_free(g);
+        ggml_free(gc);
+        return 0;
+    }
     gguf_context * w = gguf_init_empty();
     gguf_set_kv(w, g);
     for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) gguf_add_tensor(w, ggml_get_tensor(gc, gguf_get_tensor_name(g, i)));
