@@ -1,0 +1,159 @@
+// test-sdx-gguf.cpp — sdx with GGUF checkpoints: `sdx run --weights model.gguf` on a file the
+// Python gguf package wrote (tests/gguf_crosscheck.py model: 2 Krea2 blocks at hidden 256,
+// linears mixed F32/F16/BF16/Q8_0, norms F32), `sdx inspect FILE`, `sdx quantize --to` (GGUF
+// written atomically, read back by us and by gguf.GGUFReader), and hostile GGUF inputs (one-line
+// errors naming the problem, exit 1/2, no output left behind). Fails when the gguf package is
+// missing.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+struct result {
+    int         code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const std::string & p) {
+    std::ifstream     f(p, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+const std::string & dir() {
+    static std::string d;
+    if (d.empty()) {
+        char t[] = "/tmp/test-sdx-gguf-XXXXXX";
+        if (!mkdtemp(t)) abort();
+        d = t;
+    }
+    return d;
+}
+
+// Runs a shell command line (arguments quoted by the caller).
+result sh(const std::string & cmd) {
+    const std::string o = dir() + "/stdout", e = dir() + "/stderr";
+    const int         st = std::system((cmd + " >" + o + " 2>" + e).c_str());
+    result            r;
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out  = slurp(o);
+    r.err  = slurp(e);
+    return r;
+}
+
+result sdx(const std::string & args) {
+    return sh(std::string("'") + SDX_BIN + "' " + args);
+}
+
+bool exists(const std::string & p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0;
+}
+
+// the model file, written once by the gguf package
+const std::string & model() {
+    static std::string m;
+    if (m.empty()) {
+        const result r = sh("python3 '" SD_GGUF_CROSSCHECK_PY "' model '" + dir() + "'");
+        EXPECT_EQ(r.code, 0) << r.out << r.err << "(is the Python gguf package installed? scripts/install-deps.sh)";
+        m = dir() + "/model.gguf";
+    }
+    return m;
+}
+
+// "relative RMS deviation from native F32: X of the output" -> X (negative when absent)
+double deviation(const std::string & out) {
+    const std::string key = "relative RMS deviation from native F32: ";
+    const size_t      p   = out.find(key);
+    if (p == std::string::npos) return -1;
+    return std::atof(out.c_str() + p + key.size());
+}
+
+} // namespace
+
+TEST(SdxGGUF, RunsAFileWrittenByThePythonPackage) {
+    const std::string m = model();
+    ASSERT_TRUE(exists(m));
+    // F32 stack: the dequantized weights computed in F32 against the same weights in the
+    // double-checked F32 graph (identical weights: the deviation is the graph's own, ~0)
+    result r = sdx("run --weights '" + m + "' --blocks 2 --tokens 64 --dtype f32");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("hidden 256"), std::string::npos) << r.out;
+    double d = deviation(r.out);
+    EXPECT_GE(d, 0.0) << r.out;
+    EXPECT_LT(d, 1e-5) << r.out;
+    // INT8 ConvRot stack from the same file: its quantization error, bounded as in test-model
+    r = sdx("run --weights '" + m + "' --blocks 2 --tokens 64 --dtype int8");
+    ASSERT_EQ(r.code, 0) << r.err;
+    d = deviation(r.out);
+    EXPECT_GT(d, 0.0) << r.out;
+    EXPECT_LT(d, 3e-2) << r.out;
+}
+
+TEST(SdxGGUF, InspectPrintsEveryTensorWithItsType) {
+    const result r = sdx("inspect '" + model() + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("GGUF v3, 26 tensors"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("blocks.0.attn.wq.weight"), std::string::npos);
+    for (const char * t : {" q8_0 ", " f16 ", " bf16 ", " f32 "}) EXPECT_NE(r.out.find(t), std::string::npos) << t;
+    EXPECT_NE(r.out.find("[256, 512]"), std::string::npos) << r.out; // mlp.gate: ne [in, out]
+}
+
+TEST(SdxGGUF, QuantizeWritesGGUFThatBothReadersAccept) {
+    const std::string out = dir() + "/q8.gguf";
+    result            r   = sdx("quantize '" + model() + "' '" + out + "' --to q8_0");
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = sdx("inspect '" + out + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    // every linear is q8_0 now, the norms stay f32
+    EXPECT_EQ(r.out.find(" f16 "), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(" bf16 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("blocks.1.prenorm.scale                           f32"), std::string::npos) << r.out;
+    r = sh("python3 -c \"import gguf,sys; t=gguf.GGUFReader(sys.argv[1]).tensors; "
+           "assert sum(x.tensor_type.name=='Q8_0' for x in t)==16, [x.tensor_type.name for x in t]\" '" + out + "'");
+    EXPECT_EQ(r.code, 0) << r.err;
+    r = sdx("run --weights '" + out + "' --blocks 2 --tokens 64 --dtype f32");
+    EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST(SdxGGUF, HostileInputsGiveOneLineErrors) {
+    // truncated GGUF: exit 1, the reader's message (field and offset)
+    const std::string whole = slurp(model());
+    const std::string cut   = dir() + "/cut.gguf";
+    {
+        std::ofstream f(cut, std::ios::binary);
+        f.write(whole.data(), 1000);
+    }
+    result r = sdx("run --weights '" + cut + "' --blocks 1 --tokens 64");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("sdx: error: gguf_init_from_file:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("at byte offset"), std::string::npos) << r.err;
+    // the same through quantize: nothing left at the output
+    const std::string out = dir() + "/never.gguf";
+    r                     = sdx("quantize '" + cut + "' '" + out + "' --to q8_0");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_FALSE(exists(out));
+    // a type this build does not quantize to / not a type
+    r = sdx("quantize '" + model() + "' '" + out + "' --to q9_9");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("is not a type this build quantizes to"), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(out));
+    r = sdx("quantize '" + model() + "' '" + out + "' --to q8_0 --group 16");
+    EXPECT_EQ(r.code, 2);
+    // more blocks than the file has
+    r = sdx("run --weights '" + model() + "' --blocks 3 --tokens 64");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("has 2 blocks"), std::string::npos) << r.err;
+}
