@@ -157,3 +157,26 @@ TEST(SdxGGUF, HostileInputsGiveOneLineErrors) {
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("has 2 blocks"), std::string::npos) << r.err;
 }
+
+TEST(SdxGGUF, Q8_0StackRunsAndBenchListsTheQuantizedRows) {
+    // the stack computing with Q8_0 weights (mul_mat on block-quantized weights)
+    result r = sdx("run --weights '" + model() + "' --blocks 2 --tokens 64 --dtype q8_0");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const double d = deviation(r.out);
+    EXPECT_GT(d, 0.0) << r.out;
+    EXPECT_LT(d, 1e-2) << r.out;
+    // bench: a q8_0-native row with its deviation from F32; q4_k-native runs where the build has
+    // Q4_K and its mul_mat, else it is listed as not run with the reason
+    const std::string json = dir() + "/bench.json", html = dir() + "/bench.html";
+    r = sdx("bench --weights '" + model() + "' --blocks 1 --tokens 64 --runs 1 --json '" + json + "' --html '" + html + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("q8_0-native  best"), std::string::npos) << r.out;
+    const bool q4k_ran = r.out.find("q4_k-native  best") != std::string::npos;
+    const bool q4k_not = r.out.find("q4_k-native  not run: ") != std::string::npos;
+    EXPECT_NE(q4k_ran, q4k_not) << r.out;
+    const result j = sh("python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
+                        "q=[x for x in d['results'] if x['name']=='q8_0-native'][0]; assert 0 < q['rel_rms_vs_f32'] < 1e-2, q; "
+                        "assert ('q4_k-native' in [x['name'] for x in d['results']]) != ('q4_k-native' in [x['name'] for x in d['not_run']])\" '" +
+                        json + "'");
+    EXPECT_EQ(j.code, 0) << j.out << j.err;
+}
