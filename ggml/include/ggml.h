@@ -169,6 +169,14 @@ typedef struct {
 // Quantize nrows rows of n_per_row values starting at row `start`; returns bytes written.
 GGML_API size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start,
                                     int64_t nrows, int64_t n_per_row, const float * imatrix);
+// Upstream's companions of ggml_quantize_chunk: no type implemented here needs an importance matrix,
+// and the reference quantizers need no tables (init/free do nothing). ggml_validate_row_data: false
+// (and the reason logged) when nbytes is not a multiple of the type size, an F32/F16/BF16 value or a
+// block's scale (d, m, dmin, s) is NaN or Inf, or the type is not implemented.
+GGML_API bool ggml_quantize_requires_imatrix(enum ggml_type type);
+GGML_API void ggml_quantize_init(enum ggml_type type);
+GGML_API void ggml_quantize_free(void);
+GGML_API bool ggml_validate_row_data(enum ggml_type type, const void * data, size_t nbytes);
 
 // ---------------------------------------------------------------------------------------------
 // Ops

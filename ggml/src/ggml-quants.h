@@ -51,5 +51,7 @@ struct ggml_quant_dot_traits {
     ggml_quantize_act_t quantize_act;
     ggml_vec_dot_ref_t  vec_dot_ref;
 };
-// For a block-quantized weight type; NULL for any other type.
+// For a block-quantized weight type; NULL for any other type. Q8_1 and Q8_K, activation-only types
+// (upstream has no dot product with them as weights), get their own type and quantizer as dot type
+// and quantize_act, and a NULL vec_dot_ref.
 const struct ggml_quant_dot_traits * ggml_get_quant_dot_traits(enum ggml_type type);

@@ -1,12 +1,15 @@
-// ggml-types.cpp — element types: the traits table, FP16/BF16 conversion, Q8_0 reference
-// quantisation and the typed scalar store used by portable kernels.
+// ggml-types.cpp — element types: the traits table, FP16/BF16 conversion, the quantisation and
+// row-validation entry points (the block-quantized types' code is in ggml-quants.cpp) and the
+// typed scalar store used by portable kernels.
 //
 // Conversions are done with integer bit manipulation rather than hardware instructions so that
 // results are identical on every machine (round-to-nearest-even, subnormals kept).
 
 #include "ggml-impl.h"
+#include "ggml-quants.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -127,40 +130,9 @@ extern "C" void ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q8_0
-
-static_assert(sizeof(block_q8_0) == sizeof(ggml_fp16_t) + QK8_0, "block_q8_0 must be 34 bytes");
+// Traits table
 
 namespace {
-
-void quantize_row_q8_0_ref(const float * x, block_q8_0 * y, int64_t k) {
-    GGML_ASSERT(k % QK8_0 == 0);
-    const int64_t nb = k / QK8_0;
-    for (int64_t b = 0; b < nb; b++) {
-        const float * xb   = x + b * QK8_0;
-        float         amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) {
-            amax = std::fmax(amax, std::fabs(xb[j]));
-        }
-        const float d  = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f; // from the float d, before it is rounded to half
-        y[b].d         = ggml_fp32_to_fp16(d);
-        for (int j = 0; j < QK8_0; j++) {
-            y[b].qs[j] = (int8_t) roundf(xb[j] * id);
-        }
-    }
-}
-
-void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t k) {
-    GGML_ASSERT(k % QK8_0 == 0);
-    const int64_t nb = k / QK8_0;
-    for (int64_t b = 0; b < nb; b++) {
-        const float d = ggml_fp16_to_fp32(x[b].d);
-        for (int j = 0; j < QK8_0; j++) {
-            y[b * QK8_0 + j] = x[b].qs[j] * d;
-        }
-    }
-}
 
 // Adapters to the untyped trait signatures.
 void to_float_f16(const void * x, float * y, int64_t k) {
@@ -175,11 +147,20 @@ void to_float_bf16(const void * x, float * y, int64_t k) {
 void from_float_bf16(const float * x, void * y, int64_t k) {
     ggml_fp32_to_bf16_row_ref(x, (ggml_bf16_t *) y, k);
 }
-void to_float_q8_0(const void * x, float * y, int64_t k) {
-    dequantize_row_q8_0((const block_q8_0 *) x, y, k);
+// the block-quantized types' reference code (ggml-quants.cpp) behind the untyped signatures
+template <typename Block, void (*dequantize)(const Block *, float *, int64_t)>
+void to_float_blocks(const void * x, float * y, int64_t k) {
+    dequantize(static_cast<const Block *>(x), y, k);
 }
-void from_float_q8_0(const float * x, void * y, int64_t k) {
-    quantize_row_q8_0_ref(x, (block_q8_0 *) y, k);
+template <typename Block, void (*quantize)(const float *, Block *, int64_t)>
+void from_float_blocks(const float * x, void * y, int64_t k) {
+    quantize(x, static_cast<Block *>(y), k);
+}
+template <typename Block, void (*dequantize)(const Block *, float *, int64_t),
+          void (*quantize)(const float *, Block *, int64_t)>
+ggml_type_traits quantized(const char * name, int64_t blck_size) {
+    return {name, blck_size, 0, sizeof(Block), true, to_float_blocks<Block, dequantize>,
+            from_float_blocks<Block, quantize>};
 }
 
 struct type_table {
@@ -188,7 +169,19 @@ struct type_table {
     type_table() : t{} {
         t[GGML_TYPE_F32]  = {"f32", 1, 0, sizeof(float), false, nullptr, nullptr};
         t[GGML_TYPE_F16]  = {"f16", 1, 0, sizeof(ggml_fp16_t), false, to_float_f16, from_float_f16};
-        t[GGML_TYPE_Q8_0] = {"q8_0", QK8_0, 0, sizeof(block_q8_0), true, to_float_q8_0, from_float_q8_0};
+        // upstream's names and block sizes
+        t[GGML_TYPE_Q4_0] = quantized<block_q4_0, dequantize_row_q4_0, quantize_row_q4_0_ref>("q4_0", QK4_0);
+        t[GGML_TYPE_Q4_1] = quantized<block_q4_1, dequantize_row_q4_1, quantize_row_q4_1_ref>("q4_1", QK4_1);
+        t[GGML_TYPE_Q5_0] = quantized<block_q5_0, dequantize_row_q5_0, quantize_row_q5_0_ref>("q5_0", QK5_0);
+        t[GGML_TYPE_Q5_1] = quantized<block_q5_1, dequantize_row_q5_1, quantize_row_q5_1_ref>("q5_1", QK5_1);
+        t[GGML_TYPE_Q8_0] = quantized<block_q8_0, dequantize_row_q8_0, quantize_row_q8_0_ref>("q8_0", QK8_0);
+        t[GGML_TYPE_Q8_1] = quantized<block_q8_1, dequantize_row_q8_1, quantize_row_q8_1_ref>("q8_1", QK8_1);
+        t[GGML_TYPE_Q2_K] = quantized<block_q2_K, dequantize_row_q2_K, quantize_row_q2_K_ref>("q2_K", QK_K);
+        t[GGML_TYPE_Q3_K] = quantized<block_q3_K, dequantize_row_q3_K, quantize_row_q3_K_ref>("q3_K", QK_K);
+        t[GGML_TYPE_Q4_K] = quantized<block_q4_K, dequantize_row_q4_K, quantize_row_q4_K_ref>("q4_K", QK_K);
+        t[GGML_TYPE_Q5_K] = quantized<block_q5_K, dequantize_row_q5_K, quantize_row_q5_K_ref>("q5_K", QK_K);
+        t[GGML_TYPE_Q6_K] = quantized<block_q6_K, dequantize_row_q6_K, quantize_row_q6_K_ref>("q6_K", QK_K);
+        t[GGML_TYPE_Q8_K] = quantized<block_q8_K, dequantize_row_q8_K, quantize_row_q8_K_ref>("q8_K", QK_K);
         t[GGML_TYPE_I8]   = {"i8", 1, 0, sizeof(int8_t), false, nullptr, nullptr};
         t[GGML_TYPE_I16]  = {"i16", 1, 0, sizeof(int16_t), false, nullptr, nullptr};
         t[GGML_TYPE_I32]  = {"i32", 1, 0, sizeof(int32_t), false, nullptr, nullptr};
@@ -215,7 +208,7 @@ extern "C" const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type t
 
 extern "C" size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start,
                                      int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    (void) imatrix; // only importance-weighted formats use it; none of ours do
+    (void) imatrix; // only importance-weighted formats (IQ*) need it; ours quantize with the reference
     const ggml_type_traits * tr = ggml_get_type_traits(type);
     GGML_ASSERT(tr->type_name != nullptr && "ggml_quantize_chunk: unsupported type");
     GGML_ASSERT(n_per_row > 0 && start % n_per_row == 0 && "ggml_quantize_chunk: start must be a row boundary");
@@ -231,10 +224,140 @@ extern "C" size_t ggml_quantize_chunk(enum ggml_type type, const float * src, vo
         case GGML_TYPE_F32: memcpy(out, in, (size_t) n * sizeof(float)); break;
         case GGML_TYPE_F16: ggml_fp32_to_fp16_row(in, (ggml_fp16_t *) out, n); break;
         case GGML_TYPE_BF16: ggml_fp32_to_bf16_row_ref(in, (ggml_bf16_t *) out, n); break;
-        case GGML_TYPE_Q8_0: quantize_row_q8_0_ref(in, (block_q8_0 *) out, n); break;
-        default: GGML_ABORT("ggml_quantize_chunk: cannot quantize to type %s", tr->type_name);
+        default:
+            // block-quantized: rows are whole blocks and contiguous, so quantizing the n values at
+            // once equals quantizing row by row
+            if (!tr->is_quantized || !tr->from_float_ref) {
+                GGML_ABORT("ggml_quantize_chunk: cannot quantize to type %s", tr->type_name);
+            }
+            tr->from_float_ref(in, out, n);
+            break;
     }
     return (size_t) nrows * row_size;
+}
+
+extern "C" bool ggml_quantize_requires_imatrix(enum ggml_type type) {
+    (void) type; // upstream: only the IQ2/IQ1 types, none of which this library implements
+    return false;
+}
+
+extern "C" void ggml_quantize_init(enum ggml_type type) {
+    (void) type; // the reference quantizers need no tables
+}
+
+extern "C" void ggml_quantize_free(void) {}
+
+// ---------------------------------------------------------------------------------------------
+// Row validation (upstream's ggml_validate_row_data): the float fields a decoder multiplies by must
+// be finite, or one bad block turns whole output rows into NaN.
+
+namespace {
+
+bool half_is_finite(const uint8_t * p) {
+    ggml_fp16_t h;
+    memcpy(&h, p, sizeof(h));
+    return (h & 0x7C00u) != 0x7C00u;
+}
+
+// Offsets of the binary16 scale fields (d, m, dmin, s) inside a block; Q8_K's d is binary32.
+struct scale_fields {
+    size_t        n;
+    size_t        offset[2];
+    const char *  name[2];
+};
+
+scale_fields block_scale_fields(ggml_type type) {
+    switch (type) {
+        case GGML_TYPE_Q4_0: return {1, {offsetof(block_q4_0, d)}, {"d"}};
+        case GGML_TYPE_Q4_1: return {2, {offsetof(block_q4_1, d), offsetof(block_q4_1, m)}, {"d", "m"}};
+        case GGML_TYPE_Q5_0: return {1, {offsetof(block_q5_0, d)}, {"d"}};
+        case GGML_TYPE_Q5_1: return {2, {offsetof(block_q5_1, d), offsetof(block_q5_1, m)}, {"d", "m"}};
+        case GGML_TYPE_Q8_0: return {1, {offsetof(block_q8_0, d)}, {"d"}};
+        case GGML_TYPE_Q8_1: return {2, {offsetof(block_q8_1, d), offsetof(block_q8_1, s)}, {"d", "s"}};
+        case GGML_TYPE_Q2_K: return {2, {offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)}, {"d", "dmin"}};
+        case GGML_TYPE_Q3_K: return {1, {offsetof(block_q3_K, d)}, {"d"}};
+        case GGML_TYPE_Q4_K: return {2, {offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)}, {"d", "dmin"}};
+        case GGML_TYPE_Q5_K: return {2, {offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)}, {"d", "dmin"}};
+        case GGML_TYPE_Q6_K: return {1, {offsetof(block_q6_K, d)}, {"d"}};
+        default: return {0, {}, {}};
+    }
+}
+
+} // namespace
+
+extern "C" bool ggml_validate_row_data(enum ggml_type type, const void * data, size_t nbytes) {
+    const ggml_type_traits * tr = ggml_get_type_traits(type);
+    if (tr->type_name == nullptr) {
+        GGML_LOG_ERROR("ggml_validate_row_data: invalid type %d\n", (int) type);
+        return false;
+    }
+    if (nbytes % tr->type_size != 0) {
+        GGML_LOG_ERROR("ggml_validate_row_data: invalid size %zu for type %s (type size = %zu)\n", nbytes,
+                       tr->type_name, tr->type_size);
+        return false;
+    }
+    if (nbytes > 0 && data == nullptr) {
+        GGML_LOG_ERROR("ggml_validate_row_data: no data for %zu bytes of type %s\n", nbytes, tr->type_name);
+        return false;
+    }
+    const uint8_t * p = static_cast<const uint8_t *>(data);
+    const size_t    n = nbytes / tr->type_size; // elements (plain types) or blocks
+
+    switch (type) {
+        case GGML_TYPE_F32:
+            for (size_t i = 0; i < n; i++) {
+                float v;
+                memcpy(&v, p + i * sizeof(float), sizeof(v));
+                if (!std::isfinite(v)) {
+                    GGML_LOG_ERROR("ggml_validate_row_data: found %s value at element %zu (f32)\n",
+                                   std::isnan(v) ? "nan" : "inf", i);
+                    return false;
+                }
+            }
+            return true;
+        case GGML_TYPE_F16:
+            for (size_t i = 0; i < n; i++) {
+                if (!half_is_finite(p + i * 2)) {
+                    GGML_LOG_ERROR("ggml_validate_row_data: found nan/inf value at element %zu (f16)\n", i);
+                    return false;
+                }
+            }
+            return true;
+        case GGML_TYPE_BF16:
+            for (size_t i = 0; i < n; i++) {
+                uint16_t b;
+                memcpy(&b, p + i * 2, sizeof(b));
+                if ((b & 0x7F80u) == 0x7F80u) {
+                    GGML_LOG_ERROR("ggml_validate_row_data: found nan/inf value at element %zu (bf16)\n", i);
+                    return false;
+                }
+            }
+            return true;
+        case GGML_TYPE_Q8_K:
+            for (size_t i = 0; i < n; i++) {
+                float d;
+                memcpy(&d, p + i * tr->type_size + offsetof(block_q8_K, d), sizeof(d));
+                if (!std::isfinite(d)) {
+                    GGML_LOG_ERROR("ggml_validate_row_data: type q8_K: block %zu: d is %s\n", i,
+                                   std::isnan(d) ? "nan" : "inf");
+                    return false;
+                }
+            }
+            return true;
+        default: break;
+    }
+
+    const scale_fields f = block_scale_fields(type);
+    for (size_t i = 0; i < n && f.n > 0; i++) {
+        for (size_t j = 0; j < f.n; j++) {
+            if (!half_is_finite(p + i * tr->type_size + f.offset[j])) {
+                GGML_LOG_ERROR("ggml_validate_row_data: type %s: block %zu: %s is nan or inf\n", tr->type_name, i,
+                               f.name[j]);
+                return false;
+            }
+        }
+    }
+    return true; // integer types: every bit pattern is a value
 }
 
 // ---------------------------------------------------------------------------------------------
