@@ -12,6 +12,10 @@
                                  256, 2 heads, 1 KV head, mlp 512) with tensor names as our
                                  safetensors writer names them, linear weights mixed per tensor
                                  (F32, F16, BF16, Q8_0 quantized by gguf.quants), norms F32
+  gguf_crosscheck.py requantized OURS.gguf ORIG.gguf TYPE:BOUND
+                                 OURS (sdx quantize --to TYPE of ORIG) read by gguf.GGUFReader:
+                                 float linears now TYPE, dequantized by gguf.quants within a
+                                 relative RMS BOUND of ORIG, everything else byte-identical
   gguf_crosscheck.py check DIR   reads DIR/cpp.gguf and DIR/cpp-align.gguf (written by our writer)
                                  with gguf.GGUFReader: every key and value, tensor types, shapes,
                                  offsets and bytes (DIR/cpp.<tensor>.bytes), and the float and
@@ -175,7 +179,45 @@ def write_model(d):
     w.close()
 
 
+def check_requantized(ours, orig, qname, bound):
+    """Every tensor of `ours` (sdx quantize --to of `orig`) read with gguf.GGUFReader: the float
+    linears are now type qname, and gguf.quants.dequantize of our blocks is within a relative RMS
+    `bound` of the original's values; every other tensor is byte-identical."""
+    a = {t.name: t for t in gguf.GGUFReader(ours).tensors}
+    b = {t.name: t for t in gguf.GGUFReader(orig).tensors}
+    errors, n_q = [], 0
+    if a.keys() != b.keys():
+        errors.append(f"tensor names differ: {sorted(a.keys() ^ b.keys())}")
+    for name in sorted(a.keys() & b.keys()):
+        x, y = a[name], b[name]
+        if [int(v) for v in x.shape] != [int(v) for v in y.shape]:
+            errors.append(f"{name}: ne {list(x.shape)} vs {list(y.shape)}")
+            continue
+        if x.tensor_type == y.tensor_type:
+            if np.ascontiguousarray(x.data).tobytes() != np.ascontiguousarray(y.data).tobytes():
+                errors.append(f"{name}: copied tensor differs")
+            continue
+        if x.tensor_type.name != qname:
+            errors.append(f"{name}: type {x.tensor_type.name}, expected {qname}")
+            continue
+        n_q += 1
+        got = gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float64).ravel()
+        want = gguf.quants.dequantize(y.data, y.tensor_type).astype(np.float64).ravel()
+        rel = float(np.sqrt(np.mean((got - want) ** 2) / np.mean(want ** 2)))
+        if not rel < bound:
+            errors.append(f"{name}: relative RMS error {rel:.3e} of {qname} (gguf.quants.dequantize) above {bound}")
+    if n_q == 0:
+        errors.append(f"no tensor of type {qname}")
+    for e in errors:
+        print("gguf_crosscheck:", e)
+    print(f"gguf_crosscheck: requantized {n_q} tensors to {qname}: {'FAILED' if errors else 'ok'}")
+    return 1 if errors else 0
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "requantized":
+        qname, bound = sys.argv[4].split(":")
+        return check_requantized(sys.argv[2], sys.argv[3], qname, float(bound))
     if len(sys.argv) == 3 and sys.argv[1] == "model":
         write_model(Path(sys.argv[2]))
         return 0

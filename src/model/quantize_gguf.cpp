@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <strings.h>
 #include <memory>
 #include <vector>
 
@@ -25,8 +26,9 @@ bool parse_quant_type(const std::string & name, ggml_type & out, std::string & a
         const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) t);
         // float and block types the quantizer can write (integer types are not weights)
         if (!tr->type_name || !(t == GGML_TYPE_F32 || tr->from_float_ref)) continue;
+        if (t == GGML_TYPE_Q8_1 || t == GGML_TYPE_Q8_K) continue; // activation-only (dot) types, not weights
         available += (available.empty() ? "" : ", ") + std::string(tr->type_name);
-        if (name == tr->type_name) {
+        if (strcasecmp(name.c_str(), tr->type_name) == 0) { // "q4_k" as well as upstream's "q4_K"
             out   = (ggml_type) t;
             found = true;
         }
