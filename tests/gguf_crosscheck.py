@@ -11,7 +11,8 @@
   gguf_crosscheck.py model DIR   DIR/model.gguf: a 2-block Krea2 stack at a small width (hidden
                                  256, 2 heads, 1 KV head, mlp 512) with tensor names as our
                                  safetensors writer names them, linear weights mixed per tensor
-                                 (F32, F16, BF16, Q8_0 quantized by gguf.quants), norms F32
+                                 (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: every type
+                                 gguf.quants quantizes), norms F32
   gguf_crosscheck.py requantized OURS.gguf ORIG.gguf TYPE:BOUND
                                  OURS (sdx quantize --to TYPE of ORIG) read by gguf.GGUFReader:
                                  float linears now TYPE, dequantized by gguf.quants within a
@@ -154,7 +155,7 @@ def write_model(d):
     q, k = heads * 128, kv * 128
     shapes = {"attn.wq": (q, hidden), "attn.wk": (k, hidden), "attn.wv": (k, hidden), "attn.gate": (q, hidden),
               "attn.wo": (hidden, q), "mlp.gate": (mlp, hidden), "mlp.up": (mlp, hidden), "mlp.down": (hidden, mlp)}
-    types = [Q.Q8_0, Q.F16, Q.BF16, Q.F32, Q.Q8_0, Q.Q8_0, Q.F16, Q.Q8_0]
+    types = [Q.Q8_0, Q.F16, Q.BF16, Q.F32, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1]
     rng = np.random.default_rng(1234)
     w = gguf.GGUFWriter(str(d / "model.gguf"), "krea2")
     for b in range(2):

@@ -1,6 +1,6 @@
 // test-sdx-gguf.cpp — sdx with GGUF checkpoints: `sdx run --weights model.gguf` on a file the
 // Python gguf package wrote (tests/gguf_crosscheck.py model: 2 Krea2 blocks at hidden 256,
-// linears mixed F32/F16/BF16/Q8_0, norms F32), `sdx inspect FILE`, `sdx quantize --to` (GGUF
+// linears mixed F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, norms F32), `sdx inspect FILE`, `sdx quantize --to` (GGUF
 // written atomically, read back by us and by gguf.GGUFReader), and hostile GGUF inputs (one-line
 // errors naming the problem, exit 1/2, no output left behind). Fails when the gguf package is
 // missing.
@@ -107,7 +107,7 @@ TEST(SdxGGUF, InspectPrintsEveryTensorWithItsType) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("GGUF v3, 26 tensors"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("blocks.0.attn.wq.weight"), std::string::npos);
-    for (const char * t : {" q8_0 ", " f16 ", " bf16 ", " f32 "}) EXPECT_NE(r.out.find(t), std::string::npos) << t;
+    for (const char * t : {" q8_0 ", " f16 ", " bf16 ", " f32 ", " q4_0 ", " q4_1 ", " q5_0 ", " q5_1 "}) EXPECT_NE(r.out.find(t), std::string::npos) << t;
     EXPECT_NE(r.out.find("[256, 512]"), std::string::npos) << r.out; // mlp.gate: ne [in, out]
 }
 
@@ -117,12 +117,12 @@ TEST(SdxGGUF, QuantizeWritesGGUFThatBothReadersAccept) {
     ASSERT_EQ(r.code, 0) << r.err;
     r = sdx("inspect '" + out + "'");
     ASSERT_EQ(r.code, 0) << r.err;
-    // every linear is q8_0 now, the norms stay f32
+    // every float linear is q8_0 now (the block-quantized ones are copied), the norms stay f32
     EXPECT_EQ(r.out.find(" f16 "), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find(" bf16 "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("blocks.1.prenorm.scale                           f32"), std::string::npos) << r.out;
     r = sh("python3 -c \"import gguf,sys; t=gguf.GGUFReader(sys.argv[1]).tensors; "
-           "assert sum(x.tensor_type.name=='Q8_0' for x in t)==16, [x.tensor_type.name for x in t]\" '" + out + "'");
+           "assert sum(x.tensor_type.name=='Q8_0' for x in t)==8, [x.tensor_type.name for x in t]\" '" + out + "'");
     EXPECT_EQ(r.code, 0) << r.err;
     r = sdx("run --weights '" + out + "' --blocks 2 --tokens 64 --dtype f32");
     EXPECT_EQ(r.code, 0) << r.err;
