@@ -198,3 +198,23 @@ TEST(SdxGGUF, QuantizeToKQuantsReadByThePythonPackage) {
         EXPECT_EQ(r.code, 0) << c.to << ": " << r.err;
     }
 }
+
+TEST(SdxGGUF, QuantizeInterruptedLeavesTheOldOutput) {
+    // SIGINT / SIGTERM raised at the 5th per-tensor poll (by count): exit 130 / 143, the existing
+    // output untouched, no temporary left in the directory
+    const std::string sub = dir() + "/interrupt";
+    mkdir(sub.c_str(), 0700);
+    const std::string out = sub + "/out.gguf";
+    {
+        std::ofstream f(out);
+        f << "old output";
+    }
+    for (const char * hook : {"SDX_TEST_SIGINT_AT_POLL=5", "SDX_TEST_SIGTERM_AT_POLL=5"}) {
+        const result r = sh(std::string(hook) + " '" + SDX_BIN + "' quantize '" + model() + "' '" + out + "' --to q8_0");
+        EXPECT_EQ(r.code, std::string(hook).find("SIGINT") != std::string::npos ? 130 : 143) << r.err;
+        EXPECT_NE(r.err.find("interrupted by"), std::string::npos) << r.err;
+        EXPECT_EQ(slurp(out), "old output");
+        const result ls = sh("ls -A '" + sub + "'");
+        EXPECT_EQ(ls.out, "out.gguf\n") << "left behind: " << ls.out;
+    }
+}

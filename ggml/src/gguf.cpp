@@ -610,7 +610,10 @@ extern "C" size_t gguf_get_arr_n(const struct gguf_context * ctx, int64_t key_id
 
 extern "C" const void * gguf_get_arr_data(const struct gguf_context * ctx, int64_t key_id) {
     const gguf_kv & e = kv_at(ctx, key_id);
-    if (e.type != GGUF_TYPE_ARRAY || e.arr_type == GGUF_TYPE_STRING) GGML_ABORT("gguf: key '%s' is not an array of numbers", e.key.c_str());
+    // as upstream: any key holding numbers (a scalar is an array of one); strings have no raw data
+    if (e.type == GGUF_TYPE_STRING || (e.type == GGUF_TYPE_ARRAY && e.arr_type == GGUF_TYPE_STRING)) {
+        GGML_ABORT("gguf: key '%s' holds strings, not raw data", e.key.c_str());
+    }
     return e.data.data();
 }
 

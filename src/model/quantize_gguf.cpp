@@ -164,6 +164,7 @@ bool quantize_to_gguf(const std::string & in, const std::string & out, ggml_type
     const std::vector<uint8_t> zeros(align, 0);
     for (size_t i = 0; i < n; ++i) {
         if (f.interrupted()) {
+            if (progress) progress(i, n); // the caller's own signal handling may unwind from here
             err = "interrupted; nothing written to " + out;
             return false;
         }

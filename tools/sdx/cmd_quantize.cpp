@@ -2,6 +2,7 @@
 // (--to TYPE) a safetensors/GGUF checkpoint to GGUF with block-quantized linear weights.
 
 #include "cli.h"
+#include "interrupt.h"
 
 #include "io/comfy_int8.h"
 #include "io/atomic_file.h"
@@ -70,9 +71,14 @@ int cmd_quantize(int argc, char ** argv) {
         ggml_type   type;
         std::string avail;
         if (!krea2::parse_quant_type(to, type, avail)) usage_error("option --to: '" + to + "' is not a type this build quantizes to (" + avail + ")");
-        progress    p("quantize");
-        std::string err;
-        const bool  ok = krea2::quantize_to_gguf(files[0], files[1], type, err, [&](size_t done, size_t total) {
+        // Ctrl-C / SIGTERM: stop after the current tensor (exit 130 / 143); the temporary file
+        // goes with the unwinding, an existing OUT stays as it was
+        interrupt_scope stop_on_signal;
+        progress        p("quantize");
+        std::string     err;
+        const bool      ok = krea2::quantize_to_gguf(files[0], files[1], type, err, [&](size_t done, size_t total) {
+            abort_poll(nullptr); // one poll per tensor (the SDX_TEST_*_AT_POLL hooks count these)
+            stop_if_interrupted();
             p.update((double) done, (double) total, fmt("%zu/%zu tensors", done, total));
         });
         p.finish();
