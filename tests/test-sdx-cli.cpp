@@ -196,7 +196,10 @@ const std::vector<bad_line> & bad_lines() {
         // inspect
         {{"inspect", "--block", "-1"}, 2}, {{"inspect", "--block", "1000"}, 2}, {{"inspect", "--block", ""}, 2},
         {{"inspect", "--block"}, 2}, {{"inspect", "--json", "--json"}, 2}, {{"inspect", "--native", "--native"}, 2},
-        {{"inspect", "--frobnicate"}, 2}, {{"inspect", "extra"}, 2}, {{"inspect", "--tokens", "1"}, 2},
+        {{"inspect", "--frobnicate"}, 2}, {{"inspect", "--tokens", "1"}, 2},
+        // `inspect FILE` prints a checkpoint's tensors: a missing file is a file error (1), a FILE
+        // with options a usage error (2)
+        {{"inspect", "extra"}, 1}, {{"inspect", "extra", "--json"}, 2}, {{"inspect", "--json", "extra"}, 2},
         // bench
         {{"bench", "--runs", "0"}, 2}, {{"bench", "--runs", "1001"}, 2}, {{"bench", "--runs", "-1"}, 2},
         {{"bench", "--runs", " 1"}, 2}, {{"bench", "--runs"}, 2}, {{"bench", "--json", ""}, 2},
