@@ -17,6 +17,8 @@
                                  OURS (sdx quantize --to TYPE of ORIG) read by gguf.GGUFReader:
                                  float linears now TYPE, dequantized by gguf.quants within a
                                  relative RMS BOUND of ORIG, everything else byte-identical
+  gguf_crosscheck.py to-safetensors IN.gguf OUT.safetensors
+                                 IN's tensors dequantized to F32 by gguf.quants, in safetensors
   gguf_crosscheck.py check DIR   reads DIR/cpp.gguf and DIR/cpp-align.gguf (written by our writer)
                                  with gguf.GGUFReader: every key and value, tensor types, shapes,
                                  offsets and bytes (DIR/cpp.<tensor>.bytes), and the float and
@@ -215,7 +217,20 @@ def check_requantized(ours, orig, qname, bound):
     return 1 if errors else 0
 
 
+def to_safetensors(src, dst):
+    """The tensors of GGUF `src` dequantized to F32 (gguf.quants) in safetensors `dst` (torch order)."""
+    from safetensors.numpy import save_file
+    out = {}
+    for t in gguf.GGUFReader(src).tensors:
+        x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        out[t.name] = np.ascontiguousarray(x.reshape([int(v) for v in reversed(list(t.shape))]))
+    save_file(out, dst)
+    return 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "to-safetensors":
+        return to_safetensors(sys.argv[2], sys.argv[3])
     if len(sys.argv) == 5 and sys.argv[1] == "requantized":
         qname, bound = sys.argv[4].split(":")
         return check_requantized(sys.argv[2], sys.argv[3], qname, float(bound))

@@ -218,3 +218,18 @@ TEST(SdxGGUF, QuantizeInterruptedLeavesTheOldOutput) {
         EXPECT_EQ(ls.out, "out.gguf\n") << "left behind: " << ls.out;
     }
 }
+
+TEST(SdxGGUF, QuantizeSafetensorsToGGUF) {
+    // a safetensors checkpoint (the model dequantized by gguf.quants, written by the safetensors
+    // package) to GGUF Q6_K: every linear quantized, the norms copied, readable by both sides
+    const std::string st = dir() + "/model.safetensors", out = dir() + "/from-st.gguf";
+    result            r  = sh("python3 '" SD_GGUF_CROSSCHECK_PY "' to-safetensors '" + model() + "' '" + st + "'");
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    r = sdx("quantize '" + st + "' '" + out + "' --to q6_k");
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = sh("python3 '" SD_GGUF_CROSSCHECK_PY "' requantized '" + out + "' '" + model() + "' Q6_K:0.02");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("requantized 16 tensors"), std::string::npos) << r.out;
+    r = sdx("run --weights '" + out + "' --blocks 2 --tokens 64 --dtype bf16");
+    EXPECT_EQ(r.code, 0) << r.err;
+}
