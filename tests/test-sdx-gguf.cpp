@@ -233,3 +233,14 @@ TEST(SdxGGUF, QuantizeSafetensorsToGGUF) {
     r = sdx("run --weights '" + out + "' --blocks 2 --tokens 64 --dtype bf16");
     EXPECT_EQ(r.code, 0) << r.err;
 }
+
+TEST(SdxGGUF, QuantizeUsesItsOwnAlignment) {
+    // an 85-byte input declaring general.alignment = 2^29 (found by fuzz-gguf): the output keeps
+    // the default alignment instead of padding its meta data to 512 MiB
+    const std::string in = std::string(SD_FUZZ_CORPUS_DIR) + "/valid-fuzz-large-alignment", out = dir() + "/align.gguf";
+    const result      r  = sdx("quantize '" + in + "' '" + out + "' --to q8_0");
+    ASSERT_EQ(r.code, 0) << r.err;
+    struct stat st;
+    ASSERT_EQ(stat(out.c_str(), &st), 0);
+    EXPECT_LT(st.st_size, 4096) << "output padded to the input's alignment";
+}

@@ -130,7 +130,11 @@ bool quantize_to_gguf(const std::string & in, const std::string & out, ggml_type
     ggml_context * shells = ggml_init(ip);
     std::unique_ptr<ggml_context, void (*)(ggml_context *)> shells_guard(shells, ggml_free);
     std::unique_ptr<gguf_context, void (*)(gguf_context *)> ctx(gguf_init_empty(), gguf_free);
-    if (gg) gguf_set_kv(ctx.get(), gg->meta());
+    if (gg) {
+        gguf_set_kv(ctx.get(), gg->meta());
+        // our output's layout is ours: the default alignment (an input's 2^29 would pad 512 MiB)
+        gguf_remove_key(ctx.get(), GGUF_KEY_GENERAL_ALIGNMENT);
+    }
     if (st) {
         for (const auto & kv : st->metadata()) {
             // the one key GGUF gives a meaning (a u32): a string there would make the file unreadable
