@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -140,6 +141,7 @@ TEST(SdxGGUF, HostileInputsGiveOneLineErrors) {
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("sdx: error: gguf_init_from_file:"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("at byte offset"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one error line, got: " << r.err;
     // the same through quantize: nothing left at the output
     const std::string out = dir() + "/never.gguf";
     r                     = sdx("quantize '" + cut + "' '" + out + "' --to q8_0");

@@ -26,7 +26,12 @@ std::unique_ptr<reader> reader::open(const std::string & path, std::string & err
     std::unique_ptr<reader> r(new reader());
     r->path_            = path;
     gguf_init_params ip = {true, &r->shells_};
-    r->meta_            = gguf_init_from_file(path.c_str(), ip);
+    // the reader logs its error line and returns it in gguf_last_error(); the caller reports it
+    // once (sdx: one "sdx: error:" line), so the log line is dropped meanwhile. Nothing in src/
+    // installs a log callback, so the default one is what to restore.
+    ggml_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
+    r->meta_ = gguf_init_from_file(path.c_str(), ip);
+    ggml_log_set(nullptr, nullptr);
     if (!r->meta_) {
         err = gguf_last_error();
         if (err.empty()) err = "cannot read " + path + " as GGUF";
