@@ -68,7 +68,7 @@ run_tests() { # DIR TESTS...
 echo "== option SD_CPU_EXTENSIONS=OFF (with SD_BUILD_BENCH=OFF, GGML_VULKAN=OFF)"
 d=build-opt-noext
 configure "$d" -DSD_CPU_EXTENSIONS=OFF -DSD_BUILD_BENCH=OFF -DGGML_VULKAN=OFF
-expect_no_targets "$d" GGML_VULKAN=OFF test-vulkan test-sdx-vulkan bench-vulkan
+expect_no_targets "$d" GGML_VULKAN=OFF test-vulkan test-sdx-vulkan bench-vulkan test-vulkan-ext test-vulkan-registration
 expect_no_targets "$d" SD_CPU_EXTENSIONS=OFF test-int8 test-sd-ops test-fusion-norm-quant \
     test-fusion-gate-quant test-fusion-linear-epilogue
 expect_no_targets "$d" SD_BUILD_BENCH=OFF bench-ops bench-sched bench-int8 bench-sd-ops

@@ -16,6 +16,7 @@ fi
 sanitize=1
 [ "${1:-}" = "--no-sanitize" ] && sanitize=0
 
+scripts/check-public-includes.sh src/core/vulkan # the sd Vulkan kernels include no private ggml header
 echo "== Release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"

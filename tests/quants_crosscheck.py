@@ -52,6 +52,7 @@ def main():
         fail_setup(f"cannot read the input in {d}: {e}")
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     import quants_kquant_ref
 
     problems = []

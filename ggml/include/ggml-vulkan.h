@@ -41,6 +41,14 @@ GGML_API void   ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool p
 // Dispatches and memory barriers recorded by the backend's last graph_compute (one submission).
 GGML_API void   ggml_backend_vk_get_graph_stats(ggml_backend_t backend, size_t * dispatches, size_t * barriers);
 GGML_API size_t ggml_backend_vk_validation_message_count(void);
+// Inside a scheduled plan (native fragments and extension work recorded together), submit after
+// every n_commands dispatches/copies (0, the default: once, when the plan returns). Extension
+// work counts toward it; the count carries across fragments.
+GGML_API void   ggml_backend_vk_set_submit_threshold(ggml_backend_t backend, size_t n_commands);
+// The same by work: submit once the recorded mul_mat / flash-attention nodes reach `flops`
+// (2 FLOPs per multiply-add) since the last submission (0, the default: no FLOP threshold).
+// Extension dispatches count as commands only (their work is not known to the backend).
+GGML_API void   ggml_backend_vk_set_submit_flops(ggml_backend_t backend, uint64_t flops);
 
 #ifdef __cplusplus
 }

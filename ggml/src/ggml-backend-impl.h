@@ -139,6 +139,26 @@ struct ggml_backend_reg {
     void *                    context;
 };
 
+// ---------------------------------------------------------------------------------------------
+// sdx: plan batching hooks (optional). A backend's registry returns this table for
+// get_proc_address(GGML_BACKEND_PLAN_HOOKS). The scheduler calls begin before a split's plan
+// and end after it (without an evaluation callback): in between, graph_compute calls and
+// extension work may stay pending in one stream, and end submits it and waits. The extension
+// plan calls ext_step_end after every extension step: outside a batch the backend completes
+// the step there (fragment execution, like graph_compute).
+#define GGML_BACKEND_PLAN_HOOKS "ggml_backend_plan_hooks"
+struct ggml_backend_plan_hooks {
+    void (*begin)(ggml_backend_t backend);
+    enum ggml_status (*end)(ggml_backend_t backend);
+    enum ggml_status (*ext_step_end)(ggml_backend_t backend);
+};
+
+static inline const struct ggml_backend_plan_hooks * ggml_backend_get_plan_hooks(ggml_backend_t backend) {
+    if (backend == NULL || backend->device == NULL || backend->device->reg == NULL) return NULL;
+    return (const struct ggml_backend_plan_hooks *) ggml_backend_reg_get_proc_address(backend->device->reg,
+                                                                                       GGML_BACKEND_PLAN_HOOKS);
+}
+
 #ifdef __cplusplus
 }
 #endif

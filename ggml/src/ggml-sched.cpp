@@ -336,7 +336,15 @@ enum ggml_status compute_splits(ggml_backend_sched * sched) {
 
         enum ggml_status status;
         if (sched->callback_eval == nullptr) {
+            // the backend may batch the plan's native fragments and extension work into one
+            // submission; it submits what is pending when the plan returns
+            const ggml_backend_plan_hooks * hooks = ggml_backend_get_plan_hooks(split_backend);
+            if (hooks) hooks->begin(split_backend);
             status = compute_range(sched, split, split.i_start, split.i_end);
+            if (hooks) {
+                const enum ggml_status end_status = hooks->end(split_backend);
+                if (status == GGML_STATUS_SUCCESS) status = end_status;
+            }
         } else {
             status = compute_split_observed(sched, split);
         }

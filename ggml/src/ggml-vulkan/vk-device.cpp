@@ -224,17 +224,80 @@ bool init_logical(vk_device * dev) {
     qci.queueCount       = 1;
     qci.pQueuePriorities = &prio;
 
+    // optional features application shaders may use (ggml_ext_vulkan_v1 reports them)
+    std::vector<const char *> exts;
+    bool                      has_coopmat_nv = false;
+    {
+        uint32_t ne = 0;
+        vkEnumerateDeviceExtensionProperties(dev->phys, nullptr, &ne, nullptr);
+        std::vector<VkExtensionProperties> avail(ne);
+        vkEnumerateDeviceExtensionProperties(dev->phys, nullptr, &ne, avail.data());
+        for (const auto & e : avail) {
+            if (strcmp(e.extensionName, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) == 0) dev->feat_int_dot = true;
+            if (strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0) {
+                dev->feat_subgroup_size_control = true;
+            }
+            if (strcmp(e.extensionName, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) == 0) has_coopmat_nv = true;
+        }
+    }
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR qdot{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceVulkan12Features avail12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2        avail2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    avail2.pNext = &avail12;
+    qdot.pNext   = has_coopmat_nv ? &cm : nullptr;
+    avail12.pNext = dev->feat_int_dot ? (void *) &qdot : (has_coopmat_nv ? (void *) &cm : nullptr);
+    vkGetPhysicalDeviceFeatures2(dev->phys, &avail2);
+    has_coopmat_nv = has_coopmat_nv && cm.cooperativeMatrix;
+    if (has_coopmat_nv) {
+        // the configurations the device offers (an instance-level query of the extension)
+        auto get = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) vkGetInstanceProcAddr(
+            instance_state().instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+        uint32_t n = 0;
+        if (get && get(dev->phys, &n, nullptr) == VK_SUCCESS && n > 0) {
+            dev->coopmat_nv.assign(n, VkCooperativeMatrixPropertiesNV{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+            if (get(dev->phys, &n, dev->coopmat_nv.data()) != VK_SUCCESS) n = 0;
+            dev->coopmat_nv.resize(n);
+        }
+        has_coopmat_nv = !dev->coopmat_nv.empty();
+    }
+    dev->feat_int_dot = dev->feat_int_dot && qdot.shaderIntegerDotProduct;
+    dev->feat_storage8 = avail12.storageBuffer8BitAccess;
+    dev->feat_int8     = avail12.shaderInt8;
+    dev->feat_float16  = avail12.shaderFloat16;
+    dev->feat_int16    = avail2.features.shaderInt16;
+    if (dev->feat_int_dot) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    if (has_coopmat_nv) exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR qdot_on{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    qdot_on.shaderIntegerDotProduct = VK_TRUE;
     VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    f12.bufferDeviceAddress = VK_TRUE;
+    f12.bufferDeviceAddress     = VK_TRUE;
+    f12.storageBuffer8BitAccess = dev->feat_storage8 ? VK_TRUE : VK_FALSE;
+    f12.shaderInt8              = dev->feat_int8 ? VK_TRUE : VK_FALSE;
+    f12.shaderFloat16           = dev->feat_float16 ? VK_TRUE : VK_FALSE;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    cm_on.cooperativeMatrix = VK_TRUE;
+    if (has_coopmat_nv) qdot_on.pNext = &cm_on;
+    if (dev->feat_int_dot) {
+        f12.pNext = &qdot_on;
+    } else if (has_coopmat_nv) {
+        f12.pNext = &cm_on;
+    }
     VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
     f11.storageBuffer16BitAccess = VK_TRUE;
     f11.pNext                    = &f12;
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     f2.features.shaderInt64 = VK_TRUE;
+    f2.features.shaderInt16 = dev->feat_int16 ? VK_TRUE : VK_FALSE;
     f2.pNext                = &f11;
 
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-    dci.pNext                = &f2;
+    dci.pNext                   = &f2;
+    dci.enabledExtensionCount   = (uint32_t) exts.size();
+    dci.ppEnabledExtensionNames = exts.data();
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos    = &qci;
     VkResult r = vkCreateDevice(dev->phys, &dci, nullptr, &dev->device);
@@ -397,6 +460,8 @@ void * reg_get_proc_address(ggml_backend_reg_t, const char * name) {
     if (strcmp(name, "ggml_backend_vk_validation_message_count") == 0) {
         return (void *) ggml_backend_vk_validation_message_count;
     }
+    if (strcmp(name, "ggml_ext_vulkan_v1") == 0) return const_cast<void *>(vk_ext_service_table());
+    if (strcmp(name, GGML_BACKEND_PLAN_HOOKS) == 0) return const_cast<void *>(vk_plan_hooks());
     return nullptr;
 }
 
@@ -441,15 +506,16 @@ bool vk_device_ready(vk_device * dev) {
     return dev->init_ok;
 }
 
-VkResult vk_submit_wait(vk_device * dev, VkCommandBuffer cmd, VkFence fence) {
+VkResult vk_submit(vk_device * dev, VkCommandBuffer cmd, VkFence fence) {
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers    = &cmd;
-    VkResult r;
-    {
-        std::lock_guard<std::mutex> lock(dev->queue_mtx);
-        r = vkQueueSubmit(dev->queue, 1, &si, fence);
-    }
+    std::lock_guard<std::mutex> lock(dev->queue_mtx);
+    return vkQueueSubmit(dev->queue, 1, &si, fence);
+}
+
+VkResult vk_submit_wait(vk_device * dev, VkCommandBuffer cmd, VkFence fence) {
+    VkResult r = vk_submit(dev, cmd, fence);
     if (r != VK_SUCCESS) return r;
     r = vkWaitForFences(dev->device, 1, &fence, VK_TRUE, UINT64_MAX);
     if (r != VK_SUCCESS) return r;

@@ -95,6 +95,25 @@ struct vk_device {
     std::map<std::string, VkShaderModule> modules;
     std::map<std::string, VkPipeline>     pipelines;
 
+    // application (extension) pipelines, vk-ext-pipelines.cpp; guarded by pipe_mtx
+    std::map<uint32_t, VkDescriptorSetLayout>     ext_set_layouts;  // by binding count
+    std::map<uint64_t, VkPipelineLayout>          ext_layouts;      // by (binding count, push bytes)
+    std::map<std::string, VkShaderModule>         ext_modules;      // by the SPIR-V bytes
+    std::map<std::string, VkPipeline>             ext_pipelines;    // by SPIR-V + configuration
+    uint64_t                                      ext_pipelines_created = 0;
+    uint64_t                                      ext_pipeline_hits     = 0;
+
+    // optional features enabled on the logical device (reported by ggml_ext_vulkan_v1)
+    bool feat_storage8 = false, feat_int8 = false, feat_int16 = false, feat_float16 = false;
+    bool feat_int_dot  = false; // VK_KHR_shader_integer_dot_product enabled
+    bool feat_subgroup_size_control = false;
+    // VK_NV_cooperative_matrix enabled: its configurations (VkCooperativeMatrixPropertiesNV)
+    std::vector<VkCooperativeMatrixPropertiesNV> coopmat_nv;
+
+    // live buffers by base pointer (ggml_backend_buffer_get_base), for bindings by pointer
+    std::map<uintptr_t, ggml_backend_buffer_t> live_device_buffers; // guarded by mem_mtx
+    std::map<uintptr_t, ggml_backend_buffer_t> live_host_buffers;   // guarded by mem_mtx
+
     // synchronous transfers for buffers without a host mapping (vk-memory.cpp)
     std::mutex      xfer_mtx;
     VkCommandPool   xfer_pool  = VK_NULL_HANDLE;
@@ -114,6 +133,7 @@ bool        vk_shut_down();
 size_t      vk_device_count();
 bool        vk_device_ready(vk_device * dev);     // creates the logical device once
 VkResult    vk_submit_wait(vk_device * dev, VkCommandBuffer cmd, VkFence fence);
+VkResult    vk_submit(vk_device * dev, VkCommandBuffer cmd, VkFence fence); // no wait
 void        vk_check_failed(VkResult r, const char * what); // logs
 
 // ---------------------------------------------------------------------------------------------
@@ -125,6 +145,20 @@ vk_device *                vk_buffer_device(ggml_backend_buffer_t buffer); // nu
 // device address of a tensor's first byte (tensor in a Vulkan device or host buffer)
 uint64_t vk_tensor_address(const ggml_tensor * t);
 
+// Where a Vulkan buffer lives: its block, the allocation's offset in the block, the ggml buffer
+// size and the device address of its first byte.
+struct vk_buffer_span {
+    vk_device * dev          = nullptr;
+    vk_block *  block        = nullptr;
+    size_t      block_offset = 0;
+    size_t      size         = 0;
+    uint64_t    address      = 0;
+    bool        host         = false; // pinned host buffer
+};
+bool                  vk_buffer_get_span(ggml_backend_buffer_t buffer, vk_buffer_span * out); // false: not Vulkan
+// the live buffer of dev whose [base, base + size) holds ptr (device buffers first); nullptr if none
+ggml_backend_buffer_t vk_find_buffer(vk_device * dev, const void * ptr);
+
 // ---------------------------------------------------------------------------------------------
 // Pipelines (vk-pipelines.cpp)
 
@@ -132,7 +166,20 @@ uint64_t vk_tensor_address(const ggml_tensor * t);
 // created on first use and cached per device. VK_NULL_HANDLE on failure (logged).
 VkPipeline vk_get_pipeline(vk_device * dev, const char * name, const std::vector<int32_t> & spec);
 bool       vk_init_pipeline_layout(vk_device * dev);
-void       vk_destroy_pipelines(vk_device * dev);
+void       vk_destroy_pipelines(vk_device * dev); // native and extension pipelines
+
+// Extension pipelines (vk-ext-pipelines.cpp): the pipeline of application SPIR-V with n_bindings
+// storage buffers (set 0), the specialization constants and a push block of push_bytes; created
+// on first use, cached per device. On failure returns false with a message in err.
+struct vk_ext_pipeline {
+    VkPipeline            pipeline   = VK_NULL_HANDLE;
+    VkPipelineLayout      layout     = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+};
+bool vk_ext_get_pipeline(vk_device * dev, const uint32_t * spirv, size_t spirv_bytes, uint32_t n_bindings,
+                         const uint32_t * spec, uint32_t n_spec, uint32_t push_bytes, vk_ext_pipeline * out,
+                         std::string & err);
+void vk_ext_destroy_pipelines(vk_device * dev); // caller holds pipe_mtx
 
 // ---------------------------------------------------------------------------------------------
 // Shader parameter block (layout mirrors shaders/common.glsl)
@@ -166,9 +213,33 @@ struct vk_stream {
     vk_allocation   arena; // parameter blocks, VK_PARAM_SLOT each
     size_t          arena_used = 0;
     bool            recording  = false;
-    size_t          n_dispatches = 0;
+    size_t          n_dispatches = 0; // of the last graph_compute (ggml_backend_vk_get_graph_stats)
     size_t          n_barriers   = 0;
     bool            plain_mul_mat = false; // benchmark baseline (ggml_backend_vk_set_plain_mul_mat)
+
+    // Batching (vk-commands.cpp): the open recording may hold several fragments (native graph
+    // ranges, extension dispatches and copies) of one scheduled plan; it is submitted when the
+    // plan returns, on synchronize, when the arena or descriptor pool is full, or when
+    // submit_threshold commands were recorded since the last submission (0: no threshold).
+    bool     batching         = false;
+    size_t   submit_threshold = 0;
+    uint64_t flop_threshold   = 0; // also submit once the recorded work reaches this many FLOPs (0: none)
+    size_t   n_recorded       = 0; // dispatches + copies in the open recording
+    uint64_t n_flops          = 0; // FLOPs of the native nodes in the open recording (mul_mat, flash attention)
+    VkDescriptorPool desc_pool = VK_NULL_HANDLE; // extension descriptor sets, reset per submission
+
+    // A threshold submits without waiting: recording continues in the spare command buffer (with
+    // its own fence, arena and descriptor pool), swapped in; it is waited for only when it is
+    // needed again, or when the plan returns / the backend synchronizes.
+    VkCommandBuffer  spare_cmd       = VK_NULL_HANDLE;
+    VkFence          spare_fence     = VK_NULL_HANDLE;
+    vk_allocation    spare_arena;
+    VkDescriptorPool spare_desc_pool = VK_NULL_HANDLE;
+    bool             spare_in_flight = false;
+
+    // lifetime counters (ggml_ext_vulkan_v1.get_stats)
+    uint64_t total_submits = 0, total_dispatches = 0, total_barriers = 0;
+    uint64_t total_ext_dispatches = 0, total_ext_copies = 0;
 
     struct range { uint64_t lo, hi; };
     std::vector<range> pending_writes; // written since the last barrier
@@ -177,12 +248,24 @@ struct vk_stream {
 
 bool     vk_stream_init(vk_stream & s, vk_device * dev);
 void     vk_stream_destroy(vk_stream & s);
-bool     vk_stream_begin(vk_stream & s, size_t max_dispatches); // arena sized for max_dispatches
+// Makes sure a recording is open with room for n_slots more parameter blocks: opens one (the
+// arena grows only while nothing is pending), or submits the open one first when it is full.
+bool     vk_stream_open(vk_stream & s, size_t n_slots);
 // barrier if the dispatch reads or writes what an earlier, unbarriered dispatch wrote, or writes
 // what one read
 void     vk_stream_access(vk_stream & s, const std::vector<const ggml_tensor *> & reads, const ggml_tensor * write);
+// the same for device address ranges [lo, hi) (extension dispatches and copies)
+void     vk_stream_access_ranges(vk_stream & s, const std::vector<vk_stream::range> & reads,
+                                 const std::vector<vk_stream::range> & writes);
 bool     vk_stream_dispatch(vk_stream & s, VkPipeline pipe, const vk_params & p, uint32_t gx, uint32_t gy, uint32_t gz);
+// one more command recorded (dispatch or copy): counts it; in a batch, submits at a threshold
+// (commands or FLOPs since the last submission)
+bool     vk_stream_count_command(vk_stream & s);
+// Ends and submits the open recording (if it holds any command) and waits for it.
 VkResult vk_stream_submit_wait(vk_stream & s);
+// A descriptor set of layout for an extension dispatch in the open recording (submits and
+// reopens when the pool is full); VK_NULL_HANDLE on failure.
+VkDescriptorSet vk_stream_descriptor_set(vk_stream & s, VkDescriptorSetLayout layout);
 
 // ---------------------------------------------------------------------------------------------
 // Ops (vk-ops.cpp)
@@ -195,3 +278,9 @@ size_t vk_op_max_dispatches(const ggml_tensor * node);
 
 // backend (vk-backend.cpp)
 ggml_backend_t vk_backend_new(vk_device * dev);
+vk_stream *    vk_backend_stream(ggml_backend_t backend); // nullptr if not a Vulkan backend
+vk_device *    vk_backend_device(ggml_backend_t backend); // nullptr if not a Vulkan backend
+
+// the ggml_ext_vulkan_v1 table (vk-ext.cpp) and the plan hooks (vk-backend.cpp), for get_proc_address
+const void * vk_ext_service_table();
+const void * vk_plan_hooks();

@@ -227,19 +227,24 @@ size_t tensor_offset(ggml_backend_buffer_t buffer, const ggml_tensor * t) {
     return (size_t) ((const uint8_t *) t->data - base);
 }
 
-void buf_free(ggml_backend_buffer_t buffer) {
-    vk_buffer_ctx * ctx = bctx(buffer);
-    if (!vk_shut_down()) {
-        std::lock_guard<std::mutex> lock(ctx->dev->mem_mtx);
-        vk_pool_free(ctx->host ? ctx->dev->host_pool : ctx->dev->device_pool, ctx->a);
-    }
-    delete ctx;
-}
-
 void * buf_get_base(ggml_backend_buffer_t buffer) {
     vk_buffer_ctx * ctx = bctx(buffer);
     // device buffers: the device address (unique per device, only ever used by shaders)
     return ctx->host ? (void *) ctx->a.mapped : (void *) (uintptr_t) ctx->a.address;
+}
+
+std::map<uintptr_t, ggml_backend_buffer_t> & live_buffers(vk_buffer_ctx * ctx) {
+    return ctx->host ? ctx->dev->live_host_buffers : ctx->dev->live_device_buffers;
+}
+
+void buf_free(ggml_backend_buffer_t buffer) {
+    vk_buffer_ctx * ctx = bctx(buffer);
+    {
+        std::lock_guard<std::mutex> lock(ctx->dev->mem_mtx);
+        live_buffers(ctx).erase((uintptr_t) buf_get_base(buffer));
+        if (!vk_shut_down()) vk_pool_free(ctx->host ? ctx->dev->host_pool : ctx->dev->device_pool, ctx->a);
+    }
+    delete ctx;
 }
 
 void buf_memset_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, uint8_t value, size_t offset, size_t size) {
@@ -336,7 +341,12 @@ ggml_backend_buffer_t alloc(ggml_backend_buffer_type_t buft, size_t size, bool h
             return nullptr;
         }
     }
-    return ggml_backend_buffer_init(buft, buffer_iface, ctx, size);
+    ggml_backend_buffer_t buffer = ggml_backend_buffer_init(buft, buffer_iface, ctx, size);
+    if (buffer) {
+        std::lock_guard<std::mutex> lock(dev->mem_mtx);
+        live_buffers(ctx)[(uintptr_t) buf_get_base(buffer)] = buffer;
+    }
+    return buffer;
 }
 
 ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t size) { return alloc(buft, size, false); }
@@ -394,4 +404,28 @@ uint64_t vk_tensor_address(const ggml_tensor * t) {
     const vk_buffer_ctx * ctx = bctx(buffer);
     if (ctx->host) return ctx->a.address + (uint64_t) ((const uint8_t *) t->data - ctx->a.mapped);
     return (uint64_t) (uintptr_t) t->data;
+}
+
+bool vk_buffer_get_span(ggml_backend_buffer_t buffer, vk_buffer_span * out) {
+    if (!vk_buffer_device(buffer)) return false;
+    const vk_buffer_ctx * ctx = bctx(buffer);
+    out->dev          = ctx->dev;
+    out->block        = ctx->a.block;
+    out->block_offset = ctx->a.offset;
+    out->size         = ggml_backend_buffer_get_size(buffer);
+    out->address      = ctx->a.address;
+    out->host         = ctx->host;
+    return true;
+}
+
+ggml_backend_buffer_t vk_find_buffer(vk_device * dev, const void * ptr) {
+    std::lock_guard<std::mutex> lock(dev->mem_mtx);
+    const uintptr_t p = (uintptr_t) ptr;
+    for (auto * m : {&dev->live_device_buffers, &dev->live_host_buffers}) {
+        auto it = m->upper_bound(p);
+        if (it == m->begin()) continue;
+        --it;
+        if (p - it->first < ggml_backend_buffer_get_size(it->second)) return it->second;
+    }
+    return nullptr;
 }

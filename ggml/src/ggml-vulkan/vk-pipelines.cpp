@@ -87,4 +87,5 @@ void vk_destroy_pipelines(vk_device * dev) {
     for (auto & kv : dev->modules) vkDestroyShaderModule(dev->device, kv.second, nullptr);
     dev->pipelines.clear();
     dev->modules.clear();
+    vk_ext_destroy_pipelines(dev); // application pipelines live exactly as long
 }
