@@ -31,6 +31,10 @@ std::string tmp_dir() {
         const char * d = mkdtemp(tmpl);
         if (!d) abort();
         dir = d;
+        // removed when the process ends (a plain buffer: the string may be destroyed first)
+        static char path[256];
+        snprintf(path, sizeof path, "%s", d);
+        std::atexit([] { if (std::system((std::string("rm -rf '") + path + "'").c_str()) != 0) {} });
     }
     return dir;
 }

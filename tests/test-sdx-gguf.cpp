@@ -39,6 +39,10 @@ const std::string & dir() {
         char t[] = "/tmp/test-sdx-gguf-XXXXXX";
         if (!mkdtemp(t)) abort();
         d = t;
+        // removed when the process ends (a plain buffer: the string may be destroyed first)
+        static char path[256];
+        snprintf(path, sizeof path, "%s", t);
+        std::atexit([] { if (std::system((std::string("rm -rf '") + path + "'").c_str()) != 0) {} });
     }
     return d;
 }
