@@ -34,6 +34,7 @@ namespace {
 struct options {
     bool        smoke     = false;
     bool        calibrate = false;
+    bool        cpu_time  = false;
     bool        json    = false;
     int         threads = 0; // 0: backend default
     std::string filter;
@@ -42,6 +43,7 @@ struct options {
 
 void usage(const char * argv0) {
     printf("usage: %s [--smoke] [--json] [--threads N] [--filter TEXT] [--min-time SECONDS] [--calibrate]\n"
+           "       [--cpu-time]\n"
            "\n"
            "Times single ops on the CPU backend at DiT workload sizes and prints a table with best and\n"
            "median times and a ratio against a baseline measured in the same run (memcpy of the same\n"
@@ -55,6 +57,9 @@ void usage(const char * argv0) {
            "  --calibrate     time each op family with interchangeable kernels (BF16 mul_mat, flash\n"
            "                  attention) with every kernel this CPU can run, and print the kernel-table\n"
            "                  row for this CPU (ggml/src/ggml-cpu/kernel-choice.cpp)\n"
+           "  --cpu-time      time by the process's CPU seconds / threads instead of wall-clock time\n"
+           "                  (for a machine shared with other work; idle spinning of the thread\n"
+           "                  pools counts, OpenBLAS's more than ours)\n"
            "\n"
            "Every row names the kernel that produced it (last column); GGML_CPU_KERNEL=... overrides\n"
            "the table's choice (see ggml-cpu.h, ggml_cpu_set_kernel_override).\n",
@@ -69,6 +74,7 @@ bool parse_args(int argc, char ** argv, options & o) {
             exit(0);
         }
         if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) || r.flag("--calibrate", o.calibrate) ||
+            r.flag("--cpu-time", o.cpu_time) ||
             r.int_opt("--threads", 1, GGML_MAX_N_THREADS, o.threads) || r.string_opt("--filter", o.filter) ||
             r.double_opt("--min-time", 0, 600, o.min_time_s)) {
             continue;
@@ -236,8 +242,8 @@ std::vector<op_case> make_cases(bool smoke) {
 
     // Attention at the DiT shape: the unfused chain (the model's fallback: mul_mat, soft_max,
     // mul_mat on the transposed V, as in src/core/attention.cpp) first, then flash attention
-    // compared with it, for F16, BF16 and F32 K/V; F16 once more with GGML_PREC_F32 (what the
-    // Krea2 model requests)
+    // compared with it, for F16, BF16 and F32 K/V, each at the default precision and with
+    // GGML_PREC_F32 (what the Krea2 model and stable-diffusion.cpp request)
     const std::string attn_shape =
         "D,tokens,heads=" + std::to_string(hd) + "," + std::to_string(tokens) + "," + std::to_string(heads);
     for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
@@ -257,7 +263,6 @@ std::vector<op_case> make_cases(bool smoke) {
         };
         cases.push_back(chain);
         for (ggml_prec prec : {GGML_PREC_DEFAULT, GGML_PREC_F32}) {
-            if (prec == GGML_PREC_F32 && kv != GGML_TYPE_F16) continue;
             op_case c;
             c.name          = "flash_attn_ext_" + kvs + (prec == GGML_PREC_F32 ? "_precf32" : "");
             c.shape         = attn_shape;
@@ -462,7 +467,10 @@ int main(int argc, char ** argv) {
     printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", ggml_cpu_model_name(),
            ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
            getenv("GGML_CPU_KERNEL") && *getenv("GGML_CPU_KERNEL") ? " (GGML_CPU_KERNEL set)" : "");
-    if (!o.smoke && !bench::wait_idle()) {
+    if (o.cpu_time) {
+        bench::set_cpu_clock(n_threads);
+        printf("bench-ops: times are process CPU seconds / %d threads (--cpu-time), not wall-clock time\n", n_threads);
+    } else if (!o.smoke && !bench::wait_idle()) {
         printf("bench-ops: note: the machine stayed busy for 60 s; timings below share the CPU with other work\n");
     }
     if (o.calibrate) {

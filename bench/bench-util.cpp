@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -34,15 +35,28 @@ bool wait_idle(int max_busy_percent, int timeout_s) {
     return false;
 }
 
+static int g_cpu_clock_threads = 0; // 0: wall clock
+
+void set_cpu_clock(int threads) { g_cpu_clock_threads = threads > 0 ? threads : 0; }
+bool cpu_clock() { return g_cpu_clock_threads > 0; }
+
+static double process_cpu_s() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
 timing time_it(const std::function<void()> & fn, int min_reps, double min_time_s, int max_reps) {
     using clk = std::chrono::steady_clock;
     fn(); // warm-up: first-touch of buffers, thread-pool start, caches
     std::vector<double> samples;
     const auto start = clk::now();
     while ((int) samples.size() < max_reps) {
-        const auto t0 = clk::now();
+        const auto   t0 = clk::now();
+        const double c0 = g_cpu_clock_threads ? process_cpu_s() : 0.0;
         fn();
-        samples.push_back(std::chrono::duration<double>(clk::now() - t0).count());
+        samples.push_back(g_cpu_clock_threads ? (process_cpu_s() - c0) / g_cpu_clock_threads
+                                              : std::chrono::duration<double>(clk::now() - t0).count());
         const double elapsed = std::chrono::duration<double>(clk::now() - start).count();
         if ((int) samples.size() >= min_reps && elapsed >= min_time_s) break;
     }

@@ -19,6 +19,13 @@ struct timing {
     int    reps     = 0;
 };
 
+// What time_it measures: wall-clock seconds (the default), or the process's CPU seconds divided
+// by `threads` (set_cpu_clock): on a machine shared with other work a run's wall time grows with
+// the others' load while its CPU time does not (much: caches are shared and a spinning thread
+// counts), so a loaded machine can still compare kernels. Spinning OpenBLAS workers inflate it.
+void set_cpu_clock(int threads); // threads <= 0: back to wall-clock time
+bool cpu_clock();
+
 // Runs fn once to warm up, then repeatedly until min_reps runs and min_time_s seconds have
 // passed (at most max_reps).
 timing time_it(const std::function<void()> & fn, int min_reps, double min_time_s, int max_reps = 1000);

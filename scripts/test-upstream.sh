@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Checks against a real upstream ggml (issue 13 item 4), run by scripts/test.sh when
-# SD_TEST_UPSTREAM=1 (slow: builds upstream's ggml). Upstream's source comes from the PyPI sdist of
-# ggml-python, which vendors it (vendor/ggml); download, build and install are cached in
-# build-upstream/.
+# SD_TEST_UPSTREAM=1: the first run needs the network (PyPI) and builds upstream's ggml (measured
+# 4 min 34 s on the loaded 2-core machine without ccache); a cached rerun takes ~12 s. Upstream's
+# source comes from the PyPI sdist of ggml-python, which vendors it (vendor/ggml); download,
+# build and install are cached in build-upstream/.
 #   1. tests/install-client (upstream-named API only) builds and passes against upstream's
 #      installed package, as it does against ours in scripts/test-install.sh.
-#   2. src/ configured against upstream ggml (SD_USE_UPSTREAM_GGML): NOT IMPLEMENTED YET, so this
-#      step fails the script on purpose rather than pass without testing anything.
+#   2. src/ (core + model + io) and sdx configured against upstream's installed package
+#      (-DSD_USE_UPSTREAM_GGML=ON: src/core/ggml_compat.cpp instead of the extension
+#      registrations), then tests/upstream: the F32 Krea2 stack on upstream's ops against the
+#      plain double reference, BF16 near F32, INT8 refused with its reason, sdx run / inspect,
+#      and the GGML_MAX_NAME mismatch guard. The build dir is kept (ccache and make make a rerun
+#      incremental).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -45,7 +50,9 @@ cmake --build "$work/client" -j"$jobs"
 "$work/client/install-client"
 "$work/client/install-client-split"
 
-echo "== src/ against upstream ggml (SD_USE_UPSTREAM_GGML)"
-echo "FAIL: not implemented yet: src/ still requires ggml-ext.h (extension registrations and the"
-echo "      scheduler step introspection in src/model/runner.cpp have no plain-op fallback)"
-exit 1
+echo "== src/ and sdx against upstream ggml (SD_USE_UPSTREAM_GGML)"
+cmake -S . -B "$work/sd" -DCMAKE_BUILD_TYPE=Release -DSD_USE_UPSTREAM_GGML=ON -DCMAKE_PREFIX_PATH="$work/install" \
+      -DGGML_MAX_NAME=160 "${launcher[@]}" >/dev/null
+cmake --build "$work/sd" -j"$jobs"
+ctest --test-dir "$work/sd" -j"$jobs" --output-on-failure
+echo "== upstream checks passed"

@@ -273,7 +273,8 @@ TEST(SdxCli, HelpListsEveryOptionAndExitCodes) {
                            "--profile", "--help", "SIGINT", "memory"})
         EXPECT_NE(run.out.find(o), std::string::npos) << "run --help lacks " << o;
     const proc_result bench = run_sdx({"bench", "--help"});
-    for (const char * o : {"--runs", "--json", "--html", "SIGTERM"}) EXPECT_NE(bench.out.find(o), std::string::npos) << o;
+    for (const char * o : {"--runs", "--json", "--html", "--cpu-time", "SIGTERM"})
+        EXPECT_NE(bench.out.find(o), std::string::npos) << o;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,6 +376,41 @@ TEST(SdxCli, SigtermStopsRunCleanly) {
     ASSERT_TRUE(r.exited) << "killed by signal " << r.sig;
     EXPECT_EQ(r.code, 143) << r.err;
     EXPECT_EQ(last_line(r.err), "sdx: error: interrupted by SIGTERM; stopped cleanly, nothing written") << r.err;
+}
+
+// Every bench number names what produced it: the CPU model and kernel-table row once, then the
+// CPU kernel of each configuration's native GEMM / attention nodes, in the output and the JSON;
+// and which clock measured it (--cpu-time: process CPU seconds / threads)
+TEST(SdxCli, BenchNamesTheCpuAndEachConfigurationsKernels) {
+    const std::string base = temp_base();
+    const std::string json = base + ".json", html = base + ".html";
+    const proc_result r =
+        run_sdx(cat({"bench", "--runs", "1", "--blocks", "1", "--cpu-time", "--json", json, "--html", html}, SMALL));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("times are process CPU seconds / 2 threads (--cpu-time)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("sdx bench: CPU "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("kernel table row: "), std::string::npos) << r.out;
+    // one kernels line per configuration, each naming the attention kernel (native in all four)
+    size_t lines = 0;
+    for (size_t pos = r.out.find("kernels per block: "); pos != std::string::npos;
+         pos = r.out.find("kernels per block: ", pos + 1)) {
+        const std::string line = r.out.substr(pos, r.out.find('\n', pos) - pos);
+        EXPECT_NE(line.find("FLASH_ATTN_EXT "), std::string::npos) << line;
+        ++lines;
+    }
+    EXPECT_EQ(lines, 4u) << r.out;
+    // the F32 stack's linears are native MUL_MATs with a named kernel
+    const size_t f32 = r.out.find("f32-native");
+    ASSERT_NE(f32, std::string::npos);
+    EXPECT_NE(r.out.find("MUL_MAT ", f32), std::string::npos) << r.out;
+    std::ifstream     jf(json);
+    std::stringstream js;
+    js << jf.rdbuf();
+    EXPECT_NE(js.str().find("\"cpu\": \""), std::string::npos) << js.str();
+    EXPECT_NE(js.str().find("\"kernels\": \"MUL_MAT "), std::string::npos) << js.str();
+    EXPECT_NE(js.str().find("\"clock\": \"process cpu seconds / threads\""), std::string::npos) << js.str();
+    std::remove(json.c_str());
+    std::remove(html.c_str());
 }
 
 TEST(SdxCli, SigintDuringBenchWritesNothing) {

@@ -7,9 +7,21 @@
 // Every constructor validates its inputs while the graph is built: on malformed input it returns
 // NULL, logs the reason and leaves it in ggml_ext_last_error(). Nothing is rejected at execution.
 // Constructors register the schemas on first use; kernels need sd_ggml_register_extensions().
+//
+// This header is the one seam between the two builds of src/ (spec, "sd.cpp integration"):
+//  * with this repository's ggml: ggml_extensions.cpp implements everything below through
+//    ggml-ext.h (schemas, kernels and fusion rules of every enabled backend);
+//  * SD_USE_UPSTREAM_GGML (an upstream ggml, which has no ggml-ext.h): ggml_compat.cpp
+//    implements the same model-facing functions without extensions: registration registers
+//    nothing, the sd operator constructors fail with a message naming this build, and the node
+//    and plan queries see plain ggml ops only. Model code uses only the functions declared
+//    outside the #if below, so it compiles unchanged in both builds and picks the plain op
+//    chains (RoPE, attention) when sd_ggml_have_extensions() is false.
 
 #include "ggml-backend.h"
+#ifndef SD_USE_UPSTREAM_GGML
 #include "ggml-ext.h"
+#endif
 #include "ggml.h"
 
 #include <stdint.h>
@@ -97,12 +109,14 @@ struct sd_sol_attn_attrs {
     float tau;   // finite
 };
 
-// Operator ids (registering the schemas on first use; never 0 afterwards).
+#ifndef SD_USE_UPSTREAM_GGML
+// Operator ids (registering the schemas on first use; never 0 afterwards). Only with ggml-ext.h.
 SD_API ggml_ext_op_t sd_op_rope_apply(void);
 SD_API ggml_ext_op_t sd_op_quantize_i8_convrot(void);
 SD_API ggml_ext_op_t sd_op_linear_i8(void);
 SD_API ggml_ext_op_t sd_op_sage_attn(void);
 SD_API ggml_ext_op_t sd_op_sol_attn(void);
+#endif
 
 // Registers the schemas once, then the kernels and fusion rules of every enabled backend
 // (SD_BACKEND_EXTENSIONS) on every matching device currently in the ggml registry; devices
@@ -118,7 +132,46 @@ SD_API void sd_ggml_set_fusion_enabled(bool on);
 SD_API bool sd_ggml_fusion_enabled(void);
 
 // ---------------------------------------------------------------------------------------------
-// Constructors (model-facing names)
+// Model-facing queries (both builds)
+
+// false when this build uses an upstream ggml (SD_USE_UPSTREAM_GGML): no sd operator node can be
+// built, so models use the plain op chains.
+SD_API bool sd_ggml_have_extensions(void);
+// Why the last sd constructor or registration failed (this thread; "" if none).
+SD_API const char * sd_ggml_last_error(void);
+// The node's op name: an sd operator's schema name (e.g. "sd.rope_apply.v1"), else ggml_op_desc.
+SD_API const char * sd_node_op_name(const struct ggml_tensor * node);
+SD_API bool         sd_node_is_extension(const struct ggml_tensor * node);
+SD_API bool         sd_node_is_rope_apply(const struct ggml_tensor * node);
+SD_API bool         sd_node_is_quantize_i8_convrot(const struct ggml_tensor * node);
+
+// The execution steps the scheduler planned for the graph it allocated last (ggml-ext.h's
+// ggml_ext_sched_get_step). An upstream ggml plans none: 0 steps.
+struct sd_sched_step {
+    ggml_backend_t backend;         // where the step runs
+    int            first_node;      // index into the scheduled graph
+    int            n_nodes;         // nodes covered
+    const char *   kernel;          // extension kernel name; NULL for a native range
+    bool           fused;           // a fusion rule replaced n_nodes >= 2 nodes
+    size_t         workspace_bytes; // prepared workspace request of this step
+};
+SD_API int  sd_sched_n_steps(ggml_backend_sched_t sched);
+SD_API bool sd_sched_get_step(ggml_backend_sched_t sched, int i, struct sd_sched_step * step);
+
+// Threads of a CPU backend (ggml_backend_cpu_get_n_threads; upstream ggml has no getter, so
+// there it is GGML_DEFAULT_N_THREADS, the count a new upstream CPU backend starts with).
+SD_API int sd_cpu_backend_n_threads(ggml_backend_t cpu);
+// What produced a CPU timing (ggml-cpu.h's kernel choice): the CPU model, the kernel table's row for
+// it, the kernel chosen for a family ("mul_mat_bf16", "flash_attn") and for a planned node (NULL
+// when the node has no interchangeable kernels). An upstream ggml has no such choice: "upstream".
+SD_API const char * sd_cpu_model_name(void);
+SD_API const char * sd_cpu_kernel_table_row(void);
+SD_API const char * sd_cpu_get_kernel(const char * family);
+SD_API const char * sd_cpu_node_kernel(ggml_backend_t cpu, const struct ggml_tensor * node);
+
+// ---------------------------------------------------------------------------------------------
+// Constructors (model-facing names; with SD_USE_UPSTREAM_GGML each returns NULL and
+// sd_ggml_last_error() says the operator needs ggml-ext.h)
 
 SD_API struct ggml_tensor * sd_rope_apply(struct ggml_context * ctx, struct ggml_tensor * x, struct ggml_tensor * pe,
                                             int mode);

@@ -214,7 +214,7 @@ static bool check_int8_layout(const host_linear & l, const std::string & name, s
     ggml_tensor * q  = ggml_quantize_i8_convrot(ctx, x, l.group);
     ggml_tensor * y  = q ? ggml_mul_mat_i8_tensorwise(ctx, w, q, sc, nullptr, l.group) : nullptr;
     if (!y) err = pre + "ConvRot group " + std::to_string(l.group) + " (input width " + std::to_string(l.in) +
-                  ") is not supported by this build's INT8 operators: " + ggml_ext_last_error();
+                  ") is not supported by this build's INT8 operators: " + sd_ggml_last_error();
     ggml_free(ctx);
     return y != nullptr;
 }
@@ -499,14 +499,14 @@ struct builder {
         ggml_tensor * q;
         if (it == packed.end()) {
             q = ggml_quantize_i8_convrot(ctx, x, g);
-            if (!q) { err = ggml_ext_last_error(); return nullptr; }
+            if (!q) { err = sd_ggml_last_error(); return nullptr; }
             ggml_format_name(q, "b%d.quant(%s)", blk, x->name);
             packed[key] = q;
         } else {
             q = it->second;
         }
         ggml_tensor * y = ggml_mul_mat_i8_tensorwise(ctx, l.w, q, l.scale, nullptr, g);
-        if (!y) { err = ggml_ext_last_error(); return nullptr; }
+        if (!y) { err = sd_ggml_last_error(); return nullptr; }
         return named(y, name);
     }
 
@@ -582,7 +582,7 @@ ggml_tensor * build_block(ggml_context * ctx, ggml_cgraph * gf, const model & m,
     if (o.rope_ext) {
         qr = sd_rope_apply(ctx, qm, in.pe, SD_ROPE_INTERLEAVED);
         kr = sd_rope_apply(ctx, km, in.pe, SD_ROPE_INTERLEAVED);
-        if (!qr || !kr) { err = ggml_ext_last_error(); return nullptr; }
+        if (!qr || !kr) { err = sd_ggml_last_error(); return nullptr; }
     } else {
         qr = B.rope_chain(qm, in.pe);
         kr = B.rope_chain(km, in.pe);

@@ -3,7 +3,6 @@
 #include "runner.h"
 
 #include "ggml-cpu.h"
-#include "ggml-ext.h"
 #include "ggml_extensions.h"
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 
 #include <unistd.h>
@@ -71,7 +71,7 @@ ggml_backend_dev_t find_device(const std::string & spec, std::string & err) {
 bool runner::init(int threads, std::string & err, const std::string & device) {
     // kernels and fusion rules of the sd operators on every device in the registry
     if (!sd_ggml_register_extensions()) {
-        err = std::string("sd extension registration failed: ") + ggml_ext_last_error();
+        err = std::string("sd extension registration failed: ") + sd_ggml_last_error();
         return false;
     }
     ggml_backend_dev_t gpu_dev = nullptr;
@@ -85,18 +85,32 @@ bool runner::init(int threads, std::string & err, const std::string & device) {
     if (gpu_dev) {
         gpu_ = ggml_backend_dev_init(gpu_dev, nullptr);
         if (!gpu_) { err = std::string("cannot initialise ") + ggml_backend_dev_name(gpu_dev); return false; }
-        ggml_backend_t backends[2] = {gpu_, backend_}; // the CPU last: the fallback
-        sched_ = ggml_backend_sched_new(backends, nullptr, 2, block_graph_nodes(), false, true);
-    } else {
-        ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type();
-        sched_ = ggml_backend_sched_new(&backend_, &buft, 1, block_graph_nodes(), false, false);
     }
+    sched_ = new_scheduler();
     if (!sched_) { err = "cannot create the scheduler"; return false; }
     resident_at_init_ = resident_bytes();
     return true;
 }
 
+ggml_backend_sched_t runner::new_scheduler() const {
+    if (gpu_) {
+        ggml_backend_t backends[2] = {gpu_, backend_}; // the CPU last: the fallback
+        return ggml_backend_sched_new(backends, nullptr, 2, block_graph_nodes(), false, true);
+    }
+    ggml_backend_t             be   = backend_;
+    ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type();
+    return ggml_backend_sched_new(&be, &buft, 1, block_graph_nodes(), false, false);
+}
+
 namespace {
+
+// CPU seconds of the whole process (every pool thread): on a machine shared with other work a
+// compute's wall time grows with their load, its CPU time much less (sdx bench --cpu-time)
+double process_cpu_s() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
 
 // The sd fusion rules match while the scheduler allocates a graph: sets the model's choice for the
 // scope and restores the caller's setting after.
@@ -152,13 +166,16 @@ ggml_tensor * first_unsupported(ggml_backend_t be, ggml_cgraph * gf) {
 // Builds block `blk`'s graph for `be`. Without a kernel for sd_rope_apply (the sd CPU kernels not
 // built: SD_CPU_EXTENSIONS=OFF, or not registered) the block uses the native RoPE op chain, which
 // computes the same; any other node without a kernel (the INT8 operators have no native
-// equivalent) is an error naming it.
-bool make_graph(const model & m, const build_options & o, int blk, ggml_backend_t be, block_graph & g,
+// equivalent) is an error naming it. With an upstream ggml (no extension interface) the native
+// chain is the only RoPE there is.
+bool make_graph(const model & m, const build_options & requested, int blk, ggml_backend_t be, block_graph & g,
                 std::string & err, bool * rope_ext_used = nullptr) {
+    build_options o = requested;
+    o.rope_ext      = o.rope_ext && sd_ggml_have_extensions();
     if (rope_ext_used) *rope_ext_used = o.rope_ext;
     if (!build_graph(m, o, blk, g, err)) return false;
     ggml_tensor * bad = first_unsupported(be, g.gf);
-    if (bad && o.rope_ext && ggml_ext_get_op(bad) == sd_op_rope_apply()) {
+    if (bad && o.rope_ext && sd_node_is_rope_apply(bad)) {
         build_options native = o;
         native.rope_ext      = false;
         g.clear();
@@ -167,10 +184,9 @@ bool make_graph(const model & m, const build_options & o, int blk, ggml_backend_
         bad = first_unsupported(be, g.gf);
     }
     if (!bad) return true;
-    const ggml_ext_op_t eo = ggml_ext_get_op(bad);
     err = "block " + std::to_string(blk) + ": " + ggml_backend_name(be) + " has no kernel for node " + bad->name + " (" +
-          (eo ? ggml_ext_op_name(eo) : ggml_op_desc(bad)) + ")";
-    if (eo) {
+          sd_node_op_name(bad) + ")";
+    if (sd_node_is_extension(bad)) {
         err += "; the sd CPU kernels are not in this build (configure with -DSD_CPU_EXTENSIONS=ON) or failed to"
                " register; F32 and BF16 weights run on native ops";
     }
@@ -191,6 +207,7 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
     r.out                         = x;
     r.block_s.clear();
     r.total_s = 0;
+    r.cpu_s   = 0;
     r.aborted = false;
     const fusion_scope fusion(o.fusion);
     for (int i = 0; i < c.blocks; ++i) {
@@ -205,9 +222,11 @@ bool runner::forward(const model & m, const build_options & o, const std::vector
         ggml_backend_tensor_set(g.in.pe, pe.data(), 0, ggml_nbytes(g.in.pe));
         ggml_backend_tensor_set(g.in.tvec, tvec.data(), 0, ggml_nbytes(g.in.tvec));
         ggml_backend_tensor_set(g.in.one, &one, 0, sizeof(float));
+        const double     c0 = process_cpu_s();
         const auto       t0 = std::chrono::steady_clock::now();
         enum ggml_status st = ggml_backend_sched_graph_compute(sched_, g.gf);
         const auto       t1 = std::chrono::steady_clock::now();
+        r.cpu_s += process_cpu_s() - c0;
         if (st == GGML_STATUS_ABORTED) {
             r.aborted = true;
             err       = "interrupted in block " + std::to_string(i);
@@ -243,19 +262,22 @@ bool runner::plan(const model & m, const build_options & o, int blk, plan_info &
         ggml_tensor * t = ggml_graph_node(g.gf, i);
         node_row &    row = p.nodes[(size_t) i];
         row.index         = i;
-        ggml_ext_op_t eo  = ggml_ext_get_op(t);
-        row.op            = eo ? ggml_ext_op_name(eo) : ggml_op_desc(t);
+        row.op            = sd_node_op_name(t);
         row.name          = t->name;
         ggml_backend_t be = ggml_backend_sched_get_tensor_backend(sched_, t);
         row.device        = be ? ggml_backend_name(be) : "-";
         row.mode          = "native";
         row.step          = -1;
-        if (eo == sd_op_quantize_i8_convrot()) p.n_quantize++;
+        // the CPU backend's own choice for the ops with interchangeable kernels (which GEMM or
+        // flash-attention kernel a native node runs), so a timing names what produced it
+        if (be == backend_ && (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT))
+            row.kernel = sd_cpu_node_kernel(backend_, t);
+        if (sd_node_is_quantize_i8_convrot(t)) p.n_quantize++;
     }
-    p.n_steps = ggml_ext_sched_n_steps(sched_);
+    p.n_steps = sd_sched_n_steps(sched_);
     for (int s = 0; s < p.n_steps; ++s) {
-        ggml_ext_step_info info{};
-        if (!ggml_ext_sched_get_step(sched_, s, &info)) continue;
+        sd_sched_step info{};
+        if (!sd_sched_get_step(sched_, s, &info)) continue;
         p.workspace_bytes += info.workspace_bytes;
         p.workspace_max = std::max(p.workspace_max, info.workspace_bytes);
         if (info.kernel) {
@@ -288,8 +310,14 @@ bool runner::measure(const model & m, const build_options & o, memory_use & u, s
     if (!make_graph(m, o, 0, backend_, g, err)) return false;
     // one size per scheduler backend (the CPU, and a GPU first with --device); summed: a
     // conservative host-memory bound (exact where the GPU's memory is host memory, as lavapipe's)
-    std::vector<size_t> sizes((size_t) ggml_backend_sched_get_n_backends(sched_), 0);
-    ggml_backend_sched_reserve_size(sched_, g.gf, sizes.data());
+    // on a scratch scheduler: upstream ggml's reserve_size (0.15.3) leaves the allocator with
+    // tensor assignments but no buffers, and the next alloc_graph of an equally sized graph on
+    // that scheduler then writes through the missing buffer (a crash, seen in sdx run)
+    ggml_backend_sched_t scratch = new_scheduler();
+    if (!scratch) { err = "cannot create the scheduler"; return false; }
+    std::vector<size_t> sizes((size_t) ggml_backend_sched_get_n_backends(scratch), 0);
+    ggml_backend_sched_reserve_size(scratch, g.gf, sizes.data());
+    ggml_backend_sched_free(scratch);
     u.compute_bytes = 0;
     for (size_t b : sizes) u.compute_bytes += b;
     // The executor's work buffer is internal to the CPU backend; bound it from the graph: the
@@ -304,7 +332,7 @@ bool runner::measure(const model & m, const build_options & o, memory_use & u, s
 
     }
     const size_t per_thread = (size_t) 4 << 20;
-    u.cpu_work_bytes        = work + (size_t) std::max(1, ggml_backend_cpu_get_n_threads(backend_)) * per_thread;
+    u.cpu_work_bytes        = work + (size_t) std::max(1, sd_cpu_backend_n_threads(backend_)) * per_thread;
     return true;
 }
 
@@ -321,8 +349,7 @@ bool runner::eval_cb(ggml_tensor * t, bool ask, void * user) {
         self->node_t0_ = now;
         return true;
     }
-    const ggml_ext_op_t eo   = ggml_ext_get_op(t);
-    const std::string   name = eo ? ggml_ext_op_name(eo) : ggml_op_desc(t);
+    const std::string name = sd_node_op_name(t);
     auto it = std::find_if(self->profile_.begin(), self->profile_.end(), [&](const profile_row & r) { return r.op == name; });
     if (it == self->profile_.end()) {
         self->profile_.push_back(profile_row{name, 0, 0});

@@ -34,6 +34,7 @@ class runner {
         std::vector<float>  out;          // [hidden, L]
         std::vector<double> block_s;      // compute seconds of each block graph
         double              total_s = 0;  // sum of block_s
+        double              cpu_s   = 0;  // process CPU seconds (all threads) of the same computes
         bool                aborted = false; // forward stopped because the abort callback asked
     };
     using block_cb = std::function<void(int done, int total)>;
@@ -94,6 +95,7 @@ class runner {
     size_t resident_at_init() const { return resident_at_init_; }
 
   private:
+    ggml_backend_sched_t new_scheduler() const; // over backend_ (and gpu_ first when set)
     static bool eval_cb(ggml_tensor * t, bool ask, void * user);
     size_t                   resident_at_init_ = 0;
     std::vector<profile_row> profile_;

@@ -1,6 +1,7 @@
 // Install-test client: a small transformer-block graph (projection, layer norm, attention twice —
 // flash_attn_ext and the mul_mat + soft_max chain — and a residual add) built with upstream's API
-// only, computed on the CPU backend and checked against a double-precision loop. Exit 0 = pass.
+// only, computed on the CPU backend and checked against a double-precision loop; then the
+// UNet-like graph of unet-graph.cpp (conv_2d, group_norm, upscale, attention). Exit 0 = pass.
 #include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -8,6 +9,7 @@
 #include "ggml-cpu.h"
 #include "gguf.h"
 #include "ggml/src/ggml-impl.h" // upstream clients include the private header by this path
+#include "unet-graph.h"
 
 #include <cmath>
 #include <cstdio>
@@ -159,6 +161,8 @@ int main() {
         gguf_free(g);
         std::remove(path.c_str());
     }
+    double worst_unet = 0;
+    bad += check_unet_graph(cpu.get(), worst_unet);
     std::printf("install-client: ggml %s, GGML_MAX_NAME %d, %d nodes, max abs error %.3g (F32 paths), %d mismatches\n",
                 ggml_version(), GGML_MAX_NAME, gf->n_nodes, worst, bad);
     return bad == 0 ? 0 : 1;

@@ -7,9 +7,12 @@
 
 #include "io/atomic_file.h"
 
+#include "ggml_extensions.h" // sd_cpu_*: which CPU and kernels produced a timing
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <unistd.h>
@@ -38,6 +41,8 @@ static const char * const BENCH_HELP =
     "\n"
     "Options:\n"
     "  --runs N      timed runs per configuration, 1..1000 (default 3)\n"
+    "  --cpu-time    time by the process's CPU seconds / threads instead of wall-clock seconds\n"
+    "                (for a machine shared with other work; a spinning pool thread counts)\n"
     "  --json FILE   JSON record (default sdx-bench.json)\n"
     "  --html FILE   HTML report (default sdx-bench.html)\n"
     "  --help        this text\n"
@@ -56,7 +61,25 @@ struct bench_result {
     std::vector<double> times;
     double              best = 0, median = 0, rel_rms = 0, rel_rms_update = 0;
     int                 fused_steps = 0, ext_steps = 0;
+    std::string         kernels; // the CPU kernels of the native GEMM / attention nodes of a block
 };
+
+// "MUL_MAT avx512 f32fma x7, FLASH_ATTN_EXT avx512 f32fma x1": the native nodes of one block graph
+// that have a CPU kernel name (runner::plan), counted by op and kernel in graph order
+std::string kernel_summary(const krea2::runner::plan_info & p) {
+    std::vector<std::pair<std::string, int>> counts;
+    for (const auto & n : p.nodes) {
+        if (n.mode != "native" || n.kernel.empty()) continue;
+        const std::string key   = n.op + " " + n.kernel;
+        bool              found = false;
+        for (auto & kc : counts)
+            if (kc.first == key) { kc.second++; found = true; }
+        if (!found) counts.push_back({key, 1});
+    }
+    std::string s;
+    for (const auto & kc : counts) s += (s.empty() ? "" : ", ") + kc.first + " x" + std::to_string(kc.second);
+    return s.empty() ? "none" : s;
+}
 
 // Fails now rather than after minutes of benchmarking when an output cannot be created (the
 // path is a symlink or not a regular file, or its directory is not writable). Creates nothing.
@@ -124,6 +147,7 @@ std::string make_html(const krea2::config & c, const std::string & desc, const s
 int cmd_bench(int argc, char ** argv) {
     model_opts  o;
     int         runs = 3;
+    bool        cpu_time = false;
     std::string json_path = "sdx-bench.json", html_path = "sdx-bench.html";
     args        a(argc, argv);
     while (a.next()) {
@@ -133,6 +157,7 @@ int cmd_bench(int argc, char ** argv) {
             return 0;
         }
         if (s == "--runs") runs = (int) a.int_value(1, 1000);
+        else if (s == "--cpu-time") cpu_time = true;
         else if (s == "--json") json_path = a.value();
         else if (s == "--html") html_path = a.value();
         else if (s == "--dtype" || s == "--no-fusion") usage_error("bench: " + s + " does not apply (bench runs every configuration)");
@@ -179,6 +204,12 @@ int cmd_bench(int argc, char ** argv) {
         krea2::available_memory avail;
         check_memory(r, o, phases, -1, avail);
     }
+    const char * forced = getenv("GGML_CPU_KERNEL");
+    printf("sdx bench: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", sd_cpu_model_name(),
+           sd_cpu_kernel_table_row(), sd_cpu_get_kernel("mul_mat_bf16"), sd_cpu_get_kernel("flash_attn"),
+           forced && *forced ? " (GGML_CPU_KERNEL set)" : "");
+    const int n_threads = sd_cpu_backend_n_threads(r.backend());
+    if (cpu_time) printf("sdx bench: times are process CPU seconds / %d threads (--cpu-time), not wall-clock time\n", n_threads);
     std::vector<bench_result> rs;
     std::vector<float>        ref, x, tvec;
     krea2::config             c;
@@ -205,10 +236,11 @@ int cmd_bench(int argc, char ** argv) {
         if (!r.plan(m, bo, 0, p, err)) fail(err);
         br.fused_steps = p.n_fused;
         br.ext_steps   = p.n_ext;
+        br.kernels     = kernel_summary(p);
         std::vector<float> out;
         for (int i = 0; i < runs; ++i) {
             krea2::runner::result res = run_stack(r, m, bo, x, tvec, fmt("%s %d/%d", bc.name, i + 1, runs));
-            br.times.push_back(res.total_s);
+            br.times.push_back(cpu_time ? res.cpu_s / n_threads : res.total_s);
             if (i == 0) out = std::move(res.out);
         }
         std::vector<double> t = br.times;
@@ -221,6 +253,7 @@ int cmd_bench(int argc, char ** argv) {
         printf("%-12s best %8.3f s  median %8.3f s  per block %7.3f s  %9.1f tokens/s  rel RMS vs f32 %.3e (update %.3e)  fused steps %d\n",
                bc.name, br.best, br.median, br.best / c.blocks, c.tokens / br.best, br.rel_rms, br.rel_rms_update,
                br.fused_steps);
+        printf("%-12s kernels per block: %s\n", "", br.kernels.c_str());
         fflush(stdout);
         rs.push_back(br);
     }
@@ -235,6 +268,8 @@ int cmd_bench(int argc, char ** argv) {
                                  (unsigned long long) o.seed, o.weights.empty() ? ", synthetic weights" : ", weights ",
                                  o.weights.c_str());
     std::string j = "{\n  \"tool\": \"sdx bench\",\n";
+    j += fmt("  \"cpu\": \"%s\", \"kernel_table_row\": \"%s\", \"clock\": \"%s\",\n", json_escape(sd_cpu_model_name()).c_str(),
+             json_escape(sd_cpu_kernel_table_row()).c_str(), cpu_time ? "process cpu seconds / threads" : "wall");
     j += fmt("  \"config\": {\"blocks\": %d, \"tokens\": %lld, \"text_tokens\": %lld, \"hidden\": %lld, \"heads\": %lld, "
              "\"kv_heads\": %lld, \"mlp\": %lld, \"seed\": %llu, \"runs\": %d, \"threads\": %d, \"weights\": \"%s\"},\n",
              c.blocks, (long long) c.tokens, (long long) c.text_tokens, (long long) c.hidden, (long long) c.heads,
@@ -247,10 +282,11 @@ int cmd_bench(int argc, char ** argv) {
         for (size_t k = 0; k < b.times.size(); ++k) ts += fmt("%s%.6f", k ? ", " : "", b.times[k]);
         j += fmt("    {\"name\": \"%s\", \"dtype\": \"%s\", \"rope\": \"%s\", \"fusion\": %s, \"times_s\": [%s], "
                  "\"best_s\": %.6f, \"median_s\": %.6f, \"per_block_best_s\": %.6f, \"tokens_per_s\": %.3f, "
-                 "\"rel_rms_vs_f32\": %.6e, \"rel_rms_update_vs_f32\": %.6e, \"fused_steps_per_block\": %d, \"extension_steps_per_block\": %d}%s\n",
+                 "\"rel_rms_vs_f32\": %.6e, \"rel_rms_update_vs_f32\": %.6e, \"fused_steps_per_block\": %d, \"extension_steps_per_block\": %d, \"kernels\": \"%s\"}%s\n",
                  b.c.name, krea2::wtype_name(b.c.type), b.c.rope_ext ? "sd_rope_apply" : "chain",
                  b.c.fusion ? "true" : "false", ts.c_str(), b.best, b.median, b.best / c.blocks, c.tokens / b.best,
-                 b.rel_rms, b.rel_rms_update, b.fused_steps, b.ext_steps, i + 1 < rs.size() ? "," : "");
+                 b.rel_rms, b.rel_rms_update, b.fused_steps, b.ext_steps, json_escape(b.kernels).c_str(),
+                 i + 1 < rs.size() ? "," : "");
     }
     j += "  ],\n  \"not_run\": [";
     for (size_t i = 0; i < not_run.size(); ++i)

@@ -34,8 +34,10 @@ const table_row k_table[] = {
     // --calibrate`, a heavily loaded machine, same-run ratios): BF16 mul_mat with bf16dot 1.87-2.30x
     // (best) / 1.87-2.27x (median) the f32fma kernel at the four DiT shapes; flash attention D 128,
     // 1024 tokens, 24 heads: bf16dot 2.18x / 1.98x (F16 / BF16 K/V, best); on the idle machine
-    // bf16dot 34.6 ms = 372 GFLOP/s, f32fma 74.0 ms = 174 GFLOP/s (F16 K/V, best). Zen 4 is the
-    // only family 0x19 part with AVX512_BF16.
+    // bf16dot 34.6 ms = 372 GFLOP/s, f32fma 74.0 ms = 174 GFLOP/s (F16 K/V, best). After the f32fma
+    // flash-attention kernel kept its operands in registers (loaded machine, CPU time / 2 threads,
+    // best): bf16dot 35.2 ms = 366 GFLOP/s, f32fma 63.8 ms = 202 GFLOP/s, 86% of this CPU's FMA
+    // peak (234): bf16dot stays 1.8x faster. Zen 4 is the only family 0x19 part with AVX512_BF16.
     {"AMD Zen 4", "AuthenticAMD", 0x19, true, -1, {ggml_cpu_kernel::bf16dot, ggml_cpu_kernel::bf16dot}},
     // Intel Xeon with AVX512_BF16 and no AMX (issue 16, 2 threads): BF16 mul_mat with bf16dot
     // 164-168 GFLOP/s where F32 weights get 283-298 and F16 weights (widened to F32 while packing,
