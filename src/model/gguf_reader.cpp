@@ -26,15 +26,24 @@ std::unique_ptr<reader> reader::open(const std::string & path, std::string & err
     std::unique_ptr<reader> r(new reader());
     r->path_            = path;
     gguf_init_params ip = {true, &r->shells_};
-    // the reader logs its error line and returns it in gguf_last_error(); the caller reports it
-    // once (sdx: one "sdx: error:" line), so the log line is dropped meanwhile. Nothing in src/
-    // installs a log callback, so the default one is what to restore.
-    ggml_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
+    // The reader logs why it refuses a file. That line becomes err (the caller reports it once:
+    // sdx prints one "sdx: error:" line), so it is captured rather than printed: through the log
+    // callback, which upstream ggml has too (gguf_last_error() is ours only; src/ also builds
+    // against upstream). Nothing in src/ installs a log callback, so the default is restored.
+    std::string captured;
+    ggml_log_set(
+        [](ggml_log_level level, const char * text, void * user) {
+            std::string & c = *(std::string *) user;
+            if (level == GGML_LOG_LEVEL_ERROR && c.empty() && text) { // the first, most specific line
+                c = text;
+                while (!c.empty() && (c.back() == '\n' || c.back() == '\r')) c.pop_back();
+            }
+        },
+        &captured);
     r->meta_ = gguf_init_from_file(path.c_str(), ip);
     ggml_log_set(nullptr, nullptr);
     if (!r->meta_) {
-        err = gguf_last_error();
-        if (err.empty()) err = "cannot read " + path + " as GGUF";
+        err = captured.empty() ? "cannot read " + path + " as a GGUF file" : captured;
         return nullptr;
     }
     r->fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);

@@ -208,7 +208,7 @@ bool quantize_to_gguf(const std::string & in, const std::string & out, ggml_type
     gguf_init_params vp = {true, nullptr};
     gguf_context *   v  = gguf_init_from_file(f.temp_path().c_str(), vp);
     if (!v) {
-        err = "internal error: the written GGUF does not read back: " + std::string(gguf_last_error());
+        err = "internal error: the GGUF written to " + f.temp_path() + " does not read back (see the line above)";
         return false;
     }
     gguf_free(v);
