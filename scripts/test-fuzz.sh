@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz: JSON parser, safetensors reader, ComfyUI module
-# reader) with clang under AddressSanitizer + UndefinedBehaviorSanitizer and runs each for a
+# reader, GGUF reader) with clang under AddressSanitizer + UndefinedBehaviorSanitizer and runs each for a
 # fixed budget, starting from its committed corpus (tests/fuzz/corpus/<target>, read only; new
 # inputs go to a temporary directory). Any crash, sanitizer report, leak, failed check or
 # timeout fails the script. The budget is fuzzing effort, not a test assertion.
@@ -18,12 +18,12 @@ fi
 
 echo "== Fuzz build (clang, address;undefined)"
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
-      -DSD_SANITIZE="address;undefined" -DSD_BUILD_FUZZ=ON -DSD_BUILD_TESTS=OFF -DSD_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz-json fuzz-safetensors fuzz-comfy
+      -DSD_SANITIZE="address;undefined" -DSD_BUILD_FUZZ=ON -DSD_BUILD_TESTS=OFF -DSD_BUILD_BENCH=OFF -DGGML_VULKAN=OFF >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target fuzz-json fuzz-safetensors fuzz-comfy fuzz-gguf
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for t in json safetensors comfy; do
+for t in json safetensors comfy gguf; do
     echo "== fuzz-$t for ${secs}s"
     mkdir -p "$work/$t"
     dict=()

@@ -22,7 +22,7 @@ cmake -S . -B build-install -DCMAKE_BUILD_TYPE=Release -DGGML_MAX_NAME=160 -DSD_
 cmake --build build-install -j"$jobs" --target ggml
 cmake --install build-install --prefix "$prefix/usr" >/dev/null
 
-for f in include/ggml.h include/ggml-alloc.h include/ggml-backend.h include/ggml-cpu.h include/ggml-cpp.h \
+for f in include/ggml.h include/ggml-alloc.h include/ggml-backend.h include/ggml-cpu.h include/ggml-cpp.h include/gguf.h \
          include/ggml-build-config.h include/ggml/src/ggml-impl.h lib/cmake/ggml/ggmlConfig.cmake \
          lib/cmake/ggml/ggmlConfigVersion.cmake; do
     [ -f "$prefix/usr/$f" ] || { echo "FAIL: $f not installed"; exit 1; }

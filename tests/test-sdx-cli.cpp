@@ -196,7 +196,10 @@ const std::vector<bad_line> & bad_lines() {
         // inspect
         {{"inspect", "--block", "-1"}, 2}, {{"inspect", "--block", "1000"}, 2}, {{"inspect", "--block", ""}, 2},
         {{"inspect", "--block"}, 2}, {{"inspect", "--json", "--json"}, 2}, {{"inspect", "--native", "--native"}, 2},
-        {{"inspect", "--frobnicate"}, 2}, {{"inspect", "extra"}, 2}, {{"inspect", "--tokens", "1"}, 2},
+        {{"inspect", "--frobnicate"}, 2}, {{"inspect", "--tokens", "1"}, 2},
+        // `inspect FILE` prints a checkpoint's tensors: a missing file is a file error (1), a FILE
+        // with options a usage error (2)
+        {{"inspect", "extra"}, 1}, {{"inspect", "extra", "--json"}, 2}, {{"inspect", "--json", "extra"}, 2},
         // bench
         {{"bench", "--runs", "0"}, 2}, {{"bench", "--runs", "1001"}, 2}, {{"bench", "--runs", "-1"}, 2},
         {{"bench", "--runs", " 1"}, 2}, {{"bench", "--runs"}, 2}, {{"bench", "--json", ""}, 2},
@@ -387,7 +390,8 @@ TEST(SdxCli, BenchNamesTheCpuAndEachConfigurationsKernels) {
     EXPECT_NE(r.out.find("times are process CPU seconds / 2 threads (--cpu-time)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("sdx bench: CPU "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("kernel table row: "), std::string::npos) << r.out;
-    // one kernels line per configuration, each naming the attention kernel (native in all four)
+    // one kernels line per configuration (f32, bf16, int8-ext, int8-fused, q8_0, q4_k), each naming
+    // the attention kernel (native in all of them)
     size_t lines = 0;
     for (size_t pos = r.out.find("kernels per block: "); pos != std::string::npos;
          pos = r.out.find("kernels per block: ", pos + 1)) {
@@ -395,7 +399,7 @@ TEST(SdxCli, BenchNamesTheCpuAndEachConfigurationsKernels) {
         EXPECT_NE(line.find("FLASH_ATTN_EXT "), std::string::npos) << line;
         ++lines;
     }
-    EXPECT_EQ(lines, 4u) << r.out;
+    EXPECT_EQ(lines, 6u) << r.out;
     // the F32 stack's linears are native MUL_MATs with a named kernel
     const size_t f32 = r.out.find("f32-native");
     ASSERT_NE(f32, std::string::npos);

@@ -25,6 +25,8 @@ const char * wtype_name(wtype t) {
         case wtype::f32: return "f32";
         case wtype::bf16: return "bf16";
         case wtype::int8: return "int8";
+        case wtype::q8_0: return "q8_0";
+        case wtype::q4_k: return "q4_k";
     }
     return "?";
 }
@@ -33,6 +35,8 @@ bool parse_wtype(const std::string & s, wtype & out) {
     if (s == "f32") out = wtype::f32;
     else if (s == "bf16") out = wtype::bf16;
     else if (s == "int8") out = wtype::int8;
+    else if (s == "q8_0") out = wtype::q8_0;
+    else if (s == "q4_k") out = wtype::q4_k;
     else return false;
     return true;
 }
@@ -253,6 +257,42 @@ static bool check_vec(const std::vector<float> & v, size_t n, const std::string 
     return false;
 }
 
+// The ggml type of the linear weights of a stack of `type`.
+static ggml_type linear_type(wtype type) {
+    switch (type) {
+        case wtype::f32: return GGML_TYPE_F32;
+        case wtype::bf16: return GGML_TYPE_BF16;
+        case wtype::int8: return GGML_TYPE_I8;
+        case wtype::q8_0: return GGML_TYPE_Q8_0;
+        case wtype::q4_k: return GGML_TYPE_Q4_K;
+    }
+    return GGML_TYPE_F32;
+}
+
+// "" when this build can store and multiply linear weights of a block-quantized stack type
+// (a quantizer, whole blocks per row, and a CPU mul_mat that takes them), else why not. Checked
+// before loading: an unsupported mul_mat would only fail when the scheduler runs the graph.
+std::string check_quant_wtype(const config & cfg, wtype type) {
+    if (type != wtype::q8_0 && type != wtype::q4_k) return "";
+    const ggml_type          t  = linear_type(type);
+    const ggml_type_traits * tr = ggml_get_type_traits(t);
+    const std::string        n  = wtype_name(type);
+    if (!tr->type_name || !tr->from_float_ref) return "--dtype " + n + ": this build has no " + n + " quantizer (the block-quantized types are being added)";
+    if (cfg.hidden % tr->blck_size != 0 || cfg.mlp % tr->blck_size != 0)
+        return "--dtype " + n + ": the widths (" + std::to_string(cfg.hidden) + ", " + std::to_string(cfg.mlp) + ") are not multiples of its block size " +
+               std::to_string(tr->blck_size);
+    ggml_init_params ip{4 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context *   ctx = ggml_init(ip);
+    ggml_tensor *    w   = ggml_new_tensor_2d(ctx, t, tr->blck_size, 4);
+    ggml_tensor *    x   = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, tr->blck_size, 4);
+    ggml_tensor *    y   = ggml_mul_mat(ctx, w, x);
+    ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    const bool       ok  = cpu && ggml_backend_dev_supports_op(cpu, y);
+    ggml_free(ctx);
+    if (!ok) return "--dtype " + n + ": the CPU backend has no mul_mat with " + n + " weights in this build";
+    return "";
+}
+
 // The weight tensors of cfg's blocks in `type`, in a new no_alloc context (NULL: out of memory).
 static ggml_context * new_weight_context(const config & cfg, wtype type, std::vector<block_t> & blocks) {
     const int      per_block = 8 * 2 + 5;
@@ -260,7 +300,11 @@ static ggml_context * new_weight_context(const config & cfg, wtype type, std::ve
     ggml_context * ctx = ggml_init(ip);
     if (!ctx) return nullptr;
     blocks.resize((size_t) cfg.blocks);
-    const ggml_type wt = type == wtype::f32 ? GGML_TYPE_F32 : type == wtype::bf16 ? GGML_TYPE_BF16 : GGML_TYPE_I8;
+    const ggml_type wt = linear_type(type);
+    if (!ggml_get_type_traits(wt)->type_name) { // a block type this build lacks (check_quant_wtype says why)
+        ggml_free(ctx);
+        return nullptr;
+    }
     for (int i = 0; i < cfg.blocks; ++i) {
         block_t & b      = blocks[(size_t) i];
         linear_t * ls[8] = {&b.wq, &b.wk, &b.wv, &b.gate, &b.wo, &b.mgate, &b.up, &b.down};
@@ -327,6 +371,7 @@ bool model::place_layout_only(std::string & err) {
 
 bool model::load(const config & cfg, wtype type, weight_source * src, std::string & err, const progress_fn & progress) {
     err = cfg.validate();
+    if (err.empty()) err = check_quant_wtype(cfg, type);
     if (!err.empty()) return false;
     cfg_  = cfg;
     type_ = type;
@@ -406,7 +451,8 @@ bool model::load(const config & cfg, wtype type, weight_source * src, std::strin
                     f = tmp.data();
                 }
                 if (type == wtype::f32) std::memcpy(dst, f, n * sizeof(float));
-                else ggml_fp32_to_bf16_row(f, (ggml_bf16_t *) dst, (int64_t) n);
+                else if (type == wtype::bf16) ggml_fp32_to_bf16_row(f, (ggml_bf16_t *) dst, (int64_t) n);
+                else ggml_quantize_chunk(linear_type(type), f, dst, 0, out, in, nullptr); // rows of `in` values
             }
             // release as we go: at full width one block's F32 copy is 1.7 GB
             std::vector<float>().swap(l.f32);

@@ -20,9 +20,15 @@ namespace krea2 {
 
 constexpr int64_t HEAD_DIM = 128;
 
-enum class wtype { f32, bf16, int8 };
+// q8_0 / q4_k: linear weights block-quantized (ggml types), computed by the backend's mul_mat
+// with F32 activations; model::load refuses a type this build cannot quantize or multiply.
+enum class wtype { f32, bf16, int8, q8_0, q4_k };
 const char * wtype_name(wtype t);
 bool         parse_wtype(const std::string & s, wtype & out);
+struct config;
+// "" when this build can run a stack of `type` at cfg's widths, else why not (one line): the
+// block-quantized types need a quantizer, whole blocks per row and a CPU mul_mat for them.
+std::string check_quant_wtype(const config & cfg, wtype type);
 
 struct config {
     int64_t hidden      = 6144;

@@ -2,6 +2,7 @@
 
 #include "weights.h"
 
+#include "gguf_reader.h"
 #include "io/comfy_int8.h"
 #include "io/safetensors.h"
 
@@ -72,6 +73,7 @@ bool weight_dims(const sdio::reader & r, const std::string & module, int64_t & i
 } // namespace
 
 std::unique_ptr<weight_source> open_checkpoint(const std::string & path, config & cfg, std::string & err) {
+    if (sdgguf::is_gguf_file(path)) return open_gguf_checkpoint(path, cfg, err);
     std::unique_ptr<sdio::reader> r = sdio::reader::open(path, err);
     if (!r) return nullptr;
     int64_t in, out, kin, kout, gin, gout;

@@ -14,7 +14,12 @@ namespace krea2 {
 // from wq / wk (out / 128), mlp from blocks.0.mlp.gate (out), the block count from the names.
 // cfg's tokens/text tokens/group are kept; asking for more blocks than the file has is an
 // error.
+// A GGUF file (recognised by its magic, whatever its name) is read by open_gguf_checkpoint.
 std::unique_ptr<weight_source> open_checkpoint(const std::string & path, config & cfg, std::string & err);
+
+// weights_gguf.cpp: the same layout from a GGUF file (tensor names as our safetensors writer
+// writes them; any tensor type this build converts to float, mixed per tensor).
+std::unique_ptr<weight_source> open_gguf_checkpoint(const std::string & path, config & cfg, std::string & err);
 
 // sdio::quantize_file with a progress callback (done, total).
 bool quantize_checkpoint(const std::string & in, const std::string & out, int group, std::string & err,

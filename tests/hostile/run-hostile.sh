@@ -79,5 +79,21 @@ expect_error "quantize to a hard link of the input" "$sdx" quantize "$work/in.sa
 "$sdx" quantize "$valid" "$work/q.safetensors" >/dev/null 2>"$work/err" || fail "quantize valid model: $(cat "$work/err")"
 "$sdx" run --weights "$work/q.safetensors" "${run_args[@]}" >/dev/null 2>"$work/err" || fail "run quantized model: $(tail -c 300 "$work/err")"
 
+# GGUF inputs (the fuzz-gguf seed corpus, hostile ones): run refuses; quantize --to q8_0 refuses
+# and leaves an existing OUT (GGUF is recognised by content, so the names carry no extension).
+gguf_files=0
+for f in "$here"/../fuzz/corpus/gguf/*; do
+    name=$(basename "$f")
+    case "$name" in valid*) continue ;; esac
+    gguf_files=$((gguf_files + 1))
+    expect_error "run gguf/$name" "$sdx" run --weights "$f" "${run_args[@]}"
+    rm -rf "$work/q" && mkdir "$work/q"
+    printf 'old output' >"$work/q/out.gguf"
+    expect_error "quantize --to q8_0 gguf/$name" "$sdx" quantize "$f" "$work/q/out.gguf" --to q8_0
+    [ "$(cat "$work/q/out.gguf")" = "old output" ] || fail "quantize gguf/$name: the old output was changed"
+    [ "$(ls -A "$work/q")" = "out.gguf" ] || fail "quantize gguf/$name: debris left: $(ls -A "$work/q" | tr '\n' ' ')"
+done
+
+echo "run-hostile: $gguf_files hostile GGUF files"
 echo "run-hostile: $checked refusals checked over ${#files[@]} committed files, ${#models[@]} generated model cases and 3 non-regular inputs; $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -7,6 +7,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
 #include "ggml-cpu.h"
+#include "gguf.h"
 #include "ggml/src/ggml-impl.h" // upstream clients include the private header by this path
 #include "unet-graph.h"
 
@@ -141,6 +142,25 @@ int main() {
         ++bad;
     }
     if (ggml_graph_get_tensor(gf, long_name.c_str()) != tw) ++bad;
+    // the installed gguf.h: write the long-named weight to a GGUF file and read it back
+    {
+        const std::string path = "install-client-gguf.gguf";
+        gguf_context *    g    = gguf_init_empty();
+        gguf_set_val_str(g, "general.name", "install-client");
+        gguf_add_tensor(g, tw);
+        const bool     wrote = gguf_write_to_file(g, path.c_str(), false);
+        ggml_context * gc    = nullptr;
+        gguf_context * r     = wrote ? gguf_init_from_file(path.c_str(), {false, &gc}) : nullptr;
+        ggml_tensor *  back  = gc ? ggml_get_tensor(gc, long_name.c_str()) : nullptr;
+        if (!back || ggml_nbytes(back) != ggml_nbytes(tw) || std::memcmp(back->data, tw->data, ggml_nbytes(tw)) != 0) {
+            std::fprintf(stderr, "install-client: GGUF round trip of %s failed\n", long_name.c_str());
+            ++bad;
+        }
+        if (r) gguf_free(r);
+        if (gc) ggml_free(gc);
+        gguf_free(g);
+        std::remove(path.c_str());
+    }
     double worst_unet = 0;
     bad += check_unet_graph(cpu.get(), worst_unet);
     std::printf("install-client: ggml %s, GGML_MAX_NAME %d, %d nodes, max abs error %.3g (F32 paths), %d mismatches\n",

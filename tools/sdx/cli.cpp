@@ -69,7 +69,8 @@ const char * const MODEL_OPTS_HELP =
     "  --kv-heads N      key/value heads, 1..512 (default 12; divides --heads)\n"
     "  --mlp N           SwiGLU hidden size, a multiple of 256 up to 262144 (default 16384;\n"
     "                    int8 only up to the INT8 kernel's K limit, 131072 today)\n"
-    "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 (default int8)\n"
+    "  --dtype T         block linear weights: int8 (ConvRot G=256) | bf16 | f32 | q8_0 | q4_k (block-quantized,\n"
+    "                    where this build has the type and its mul_mat) (default int8)\n"
     "  --threads N       CPU threads, 1..512 (default: the CPU backend's default)\n"
     "  --device D        cpu | vulkan | vulkan:N (GPU first, CPU fallback for what it declines)\n"
     "  --seed S          seed of the synthetic weights and input, 0..2^63-1 (default 42)\n"
@@ -102,7 +103,7 @@ bool model_opts::parse(args & a) {
     else if (o == "--device") device = a.value();
     else if (o == "--dtype") {
         const std::string v = a.value();
-        if (!krea2::parse_wtype(v, dtype)) usage_error("option --dtype: '" + v + "' is not one of int8, bf16, f32");
+        if (!krea2::parse_wtype(v, dtype)) usage_error("option --dtype: '" + v + "' is not one of int8, bf16, f32, q8_0, q4_k");
     } else return false;
     return true;
 }
@@ -114,7 +115,8 @@ void model_opts::finish() {
         if (!width_opt.empty()) usage_error("option " + width_opt + " does not apply with --weights (the width comes from the file)");
         return;
     }
-    const std::string v = cfg.validate();
+    std::string v = cfg.validate();
+    if (v.empty()) v = krea2::check_quant_wtype(cfg, dtype);
     if (!v.empty()) usage_error(v);
 }
 
@@ -123,6 +125,8 @@ std::unique_ptr<krea2::weight_source> make_source(model_opts & o) {
     std::string err;
     auto        src = krea2::open_checkpoint(o.weights, o.cfg, err);
     if (!src) fail(err);
+    const std::string why = krea2::check_quant_wtype(o.cfg, o.dtype); // the width is known now
+    if (!why.empty()) usage_error(why);
     return src;
 }
 

@@ -29,6 +29,9 @@ static const char * const BENCH_HELP =
     "  bf16-native  BF16 weights (mul_mat), native ops only\n"
     "  int8-ext     INT8 ConvRot weights via the sd extension kernels, fusion off\n"
     "  int8-fused   INT8 ConvRot weights, extensions and the sd fusion rules on\n"
+    "  q8_0-native  Q8_0 block-quantized weights (mul_mat, F32 activations), native ops\n"
+    "  q4_k-native  Q4_K weights likewise; a block type this build cannot quantize or\n"
+    "               multiply is listed as not run, with the reason (JSON \"not_run\")\n"
     "Prints time ratios and each output's relative RMS deviation from f32-native, and writes\n"
     "--json and --html (atomically). Defaults: 2 blocks x 1024 tokens at the real width; that\n"
     "takes about 80 s on an idle 2-core machine (F32 and BF16 dominate).\n"
@@ -106,13 +109,13 @@ std::string make_html(const krea2::config & c, const std::string & desc, const s
     const int h     = top + row_h * (int) rs.size() + 30;
     std::string svg = fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                           "font-size=\"13\">\n", left + bar_w + 170, h);
-    static const char * colors[] = {"#8c8c8c", "#6a8fc7", "#e0a03c", "#3c9e5a"};
+    static const char * colors[] = {"#8c8c8c", "#6a8fc7", "#e0a03c", "#3c9e5a", "#a05ab4", "#c75a5a"};
     for (size_t i = 0; i < rs.size(); ++i) {
         const auto & r  = rs[i];
         const int    y  = top + row_h * (int) i;
         const double wb = tmax > 0 ? bar_w * r.best / tmax : 0, wm = tmax > 0 ? bar_w * r.median / tmax : 0;
         svg += fmt("<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>\n", left - 8, y + 18, r.c.name);
-        svg += fmt("<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"22\" fill=\"%s\"/>\n", left, y + 4, wb, colors[i % 4]);
+        svg += fmt("<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"22\" fill=\"%s\"/>\n", left, y + 4, wb, colors[i % 6]);
         svg += fmt("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\" stroke-width=\"2\"/>\n", left + wm, y + 2,
                    left + wm, y + 28);
         svg += fmt("<text x=\"%.1f\" y=\"%d\">%.3f s (median %.3f s)</text>\n", left + std::max(wb, wm) + 6, y + 18, r.best,
@@ -171,15 +174,26 @@ int cmd_bench(int argc, char ** argv) {
     if (!r.init(o.threads, err, o.device)) fail(err);
     r.set_abort_callback(abort_poll, nullptr);
 
-    const bench_cfg cfgs[] = {
+    std::vector<bench_cfg> cfgs = {
         {"f32-native", krea2::wtype::f32, false, true},
         {"bf16-native", krea2::wtype::bf16, false, true},
         {"int8-ext", krea2::wtype::int8, true, false},
         {"int8-fused", krea2::wtype::int8, true, true},
     };
+    std::vector<std::pair<std::string, std::string>> not_run; // (configuration, why)
     {
         // every configuration in turn; each holds the F32 reference output and its own first output
         if (!o.weights.empty()) make_source(o); // the checkpoint fixes the width
+        // the block-quantized stacks, where this build has the type and its mul_mat
+        const bench_cfg quant[] = {{"q8_0-native", krea2::wtype::q8_0, false, true}, {"q4_k-native", krea2::wtype::q4_k, false, true}};
+        for (const bench_cfg & q : quant) {
+            const std::string why = krea2::check_quant_wtype(o.cfg, q.type);
+            if (why.empty()) cfgs.push_back(q);
+            else {
+                not_run.push_back({q.name, why});
+                printf("%-12s not run: %s\n", q.name, why.c_str());
+            }
+        }
         std::vector<run_phase> phases;
         for (const bench_cfg & bc : cfgs) {
             krea2::build_options bo;
@@ -275,7 +289,10 @@ int cmd_bench(int argc, char ** argv) {
                  b.rel_rms, b.rel_rms_update, b.fused_steps, b.ext_steps, json_escape(b.kernels).c_str(),
                  i + 1 < rs.size() ? "," : "");
     }
-    j += "  ],\n";
+    j += "  ],\n  \"not_run\": [";
+    for (size_t i = 0; i < not_run.size(); ++i)
+        j += fmt("%s{\"name\": \"%s\", \"why\": \"%s\"}", i ? ", " : "", not_run[i].first.c_str(), json_escape(not_run[i].second).c_str());
+    j += "],\n";
     j += fmt("  \"speedup_int8_fused\": {\"vs_f32_native\": %.4f, \"vs_bf16_native\": %.4f, \"vs_int8_ext\": %.4f}\n}\n",
              f32 / fused, bf16 / fused, ext / fused);
     write_file_atomic(json_path, j);

@@ -2,12 +2,18 @@
 
 #include "cli.h"
 
+#include "model/gguf_reader.h"
+#include "io/safetensors.h"
+
 #include <cstdio>
 
 namespace sdx {
 
 static const char * const INSPECT_HELP =
     "usage: sdx inspect [options]\n"
+    "       sdx inspect FILE   (a GGUF or safetensors file, recognised by content: one line per\n"
+    "                          tensor with its name, type and shape, GGUF's ne order [in, out, ...]\n"
+    "                          or safetensors' torch order [out, in, ...] as the file stores it)\n"
     "\n"
     "Builds the graph of one Krea2 block (block 0 unless --block), allocates it with\n"
     "ggml_backend_sched on the CPU backend with the sd extensions registered, and prints every\n"
@@ -24,6 +30,35 @@ static const char * const INSPECT_HELP =
     "  --json      machine-readable output on stdout\n"
     "  --help      this text\n";
 
+// The tensors of a checkpoint file, one line each.
+static int inspect_file(const std::string & path) {
+    std::string err;
+    if (sdgguf::is_gguf_file(path)) {
+        auto r = sdgguf::reader::open(path, err);
+        if (!r) fail(err);
+        printf("%s: GGUF v%u, %lld tensors, %lld keys, alignment %zu, data at byte %zu\n", path.c_str(), gguf_get_version(r->meta()),
+               (long long) r->n_tensors(), (long long) gguf_get_n_kv(r->meta()), gguf_get_alignment(r->meta()),
+               gguf_get_data_offset(r->meta()));
+        for (int64_t i = 0; i < r->n_tensors(); ++i) {
+            const ggml_tensor * t  = r->tensor(i);
+            std::string         sh = "[";
+            for (int d = 0; d < ggml_n_dims(t); ++d) sh += (d ? ", " : "") + std::to_string(t->ne[d]);
+            printf("%-48s %-6s %-24s %s\n", sdio::display_name(t->name).c_str(), ggml_type_name(t->type), (sh + "]").c_str(),
+                   human_bytes(ggml_nbytes(t)).c_str());
+        }
+        return 0;
+    }
+    auto r = sdio::reader::open(path, err);
+    if (!r) fail(err);
+    printf("%s: safetensors, %zu tensors, %zu metadata keys\n", path.c_str(), r->tensors().size(), r->metadata().size());
+    for (const auto & t : r->tensors()) {
+        std::string sh = "[";
+        for (size_t d = 0; d < t.shape.size(); ++d) sh += (d ? ", " : "") + std::to_string(t.shape[d]);
+        printf("%-48s %-6s %-24s %s\n", sdio::display_name(t.name).c_str(), t.dtype.c_str(), (sh + "]").c_str(), human_bytes(t.nbytes).c_str());
+    }
+    return 0;
+}
+
 int cmd_inspect(int argc, char ** argv) {
     model_opts o;
     o.cfg.blocks = 1;
@@ -36,6 +71,10 @@ int cmd_inspect(int argc, char ** argv) {
         if (s == "--help" || s == "-h") {
             printf("%s%s", INSPECT_HELP, MODEL_OPTS_HELP);
             return 0;
+        }
+        if (!s.empty() && s[0] != '-') {
+            if (argc != 2) usage_error("inspect FILE takes no options (try 'sdx inspect --help')");
+            return inspect_file(s);
         }
         if (s == "--json") json = true;
         else if (s == "--native") native = true;
