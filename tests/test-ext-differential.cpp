@@ -15,6 +15,13 @@
 // intermediate outputs flagged at random. DIFF_GRAPHS / DIFF_SEED override count and seed. To
 // narrow down a failing seed: DIFF_NO_OPT, DIFF_NO_FUSION, DIFF_NO_SINGLE, DIFF_NO_TEST switch
 // parts off; DIFF_VERBOSE prints the assignment, DIFF_TRACE every node's first values.
+//
+// DIFF_VULKAN (the test-ext-differential-vulkan build): the "on" scheduler also holds the real
+// Vulkan device, first in priority, with the sd Vulkan registrations (sd_register_vulkan_extensions),
+// and pins a random part of the nodes it supports to it. The toy kernels stay CPU/TEST only (they
+// read host memory). Vulkan's native ops do not round like the CPU's (mul_mat, rms_norm sum in
+// another order, silu), so every graph compares within the tolerance. The Khronos validation
+// layer is on (main sets GGML_VK_VALIDATE=1); any message fails the test. No device: a failure.
 
 #include "support/test-backend.h"
 
@@ -26,6 +33,12 @@
 #include "ggml.h"
 
 #include <gtest/gtest.h>
+
+#ifdef DIFF_VULKAN
+#include "ggml-vulkan.h"
+#include <dlfcn.h>
+extern "C" bool sd_register_vulkan_extensions(ggml_backend_dev_t dev); // src/core/vulkan/registration.cpp
+#endif
 
 #include <cmath>
 #include <cstdlib>
@@ -56,6 +69,9 @@ struct tallies {
     int64_t inexact_steps = 0; // executions of SILU kernels
     int64_t fused_steps   = 0;
     int64_t delays_ok     = 0;
+    int64_t vk_pinned     = 0; // nodes pinned to the Vulkan device (DIFF_VULKAN)
+    int64_t vk_nodes      = 0; // graph nodes the scheduler assigned to the Vulkan device
+    int64_t vk_graphs     = 0; // graphs whose scheduler held the Vulkan device
 };
 tallies g_tally;
 
@@ -493,6 +509,7 @@ std::vector<std::vector<float>> read_outputs(const std::vector<ggml_tensor *> & 
 struct env {
     ggml_backend_dev_t cpu_dev, test_dev;
     ggml_backend_t     cpu_on, test_on, cpu_off;
+    ggml_backend_t     vk = nullptr; // DIFF_VULKAN only
 };
 
 env & the_env() {
@@ -514,6 +531,14 @@ env & the_env() {
         x.cpu_off = ggml_backend_cpu_init();
         ggml_backend_cpu_set_n_threads(x.cpu_on, 1);
         ggml_backend_cpu_set_n_threads(x.cpu_off, 1);
+#ifdef DIFF_VULKAN
+        if (ggml_backend_vk_get_device_count() > 0) {
+            x.vk = ggml_backend_vk_init(0);
+            if (x.vk && !sd_register_vulkan_extensions(ggml_backend_get_device(x.vk))) {
+                ADD_FAILURE() << "sd_register_vulkan_extensions: " << ggml_ext_last_error();
+            }
+        }
+#endif
         return x;
     }();
     return e;
@@ -522,6 +547,20 @@ env & the_env() {
 int env_int(const char * name, int def) {
     const char * v = getenv(name);
     return v && *v ? atoi(v) : def;
+}
+
+void print_assignment(ggml_backend_sched_t sched, ggml_cgraph * g) {
+    for (int j = 0; j < ggml_graph_n_nodes(g); j++) {
+        ggml_tensor *  nd = ggml_graph_node(g, j);
+        ggml_backend_t be = ggml_backend_sched_get_tensor_backend(sched, nd);
+        printf("%3d %-10s %-24s %-8s view_src=%s srcs:", j, ggml_op_desc(nd), nd->name, be ? ggml_backend_name(be) : "-",
+               nd->view_src ? nd->view_src->name : "-");
+        for (int q = 0; q < GGML_MAX_SRC; q++) {
+            if (nd->src[q]) printf(" [%s]", nd->src[q]->name);
+        }
+        printf("\n");
+    }
+    fflush(stdout);
 }
 
 // One graph; returns false (with a message) on a mismatch.
@@ -550,6 +589,9 @@ int env_int(const char * name, int def) {
     }
     const int      n_steps = 3 + (int) (rng() % 12u);
     const uint32_t gseed   = rng();
+    // Vulkan in half of the graphs: it takes most nodes when present, the others keep the toy
+    // kernels and fusions busy (and compare bit for bit)
+    ggml_backend_t vk = e.vk && coin(50) ? e.vk : nullptr;
 
     const size_t mem = ggml_tensor_overhead() * 512 + ggml_graph_overhead_custom(512, false);
 
@@ -581,18 +623,42 @@ int env_int(const char * name, int def) {
     ggml_context *       ctx_on = ggml_init({ mem, nullptr, true });
     graph_builder        on(gseed, ctx_on, true);
     ggml_cgraph *        g_on = on.build(n_steps);
-    ggml_backend_t       backends[2] = { e.test_on, e.cpu_on };
-    ggml_backend_sched_t sched = use_test ? ggml_backend_sched_new(backends, nullptr, 2, 1024, false, false)
-                                          : ggml_backend_sched_new(&e.cpu_on, nullptr, 1, 1024, false, false);
-    if (use_test) {
+    // priority order: [Vulkan,] [TEST,] CPU clone
+    std::vector<ggml_backend_t> backends;
+    if (vk) backends.push_back(vk);
+    if (use_test) backends.push_back(e.test_on);
+    backends.push_back(e.cpu_on);
+    ggml_backend_sched_t sched =
+        ggml_backend_sched_new(backends.data(), nullptr, (int) backends.size(), 1024, false, false);
+    // A node is pinned only to a backend that can also run the in-place writers of its memory:
+    // they must run where that memory lives (elsewhere they would write into a buffer their
+    // backend cannot address; the TEST device's host memory hid that, Vulkan's does not).
+    auto can_pin = [&](ggml_backend_t be, ggml_tensor * n) {
+        if (!ggml_backend_supports_op(be, n)) return false;
+        for (int j = 0; j < ggml_graph_n_nodes(g_on); j++) {
+            ggml_tensor * w = ggml_graph_node(g_on, j);
+            const bool view_op = w->op == GGML_OP_VIEW || w->op == GGML_OP_RESHAPE || w->op == GGML_OP_PERMUTE ||
+                                 w->op == GGML_OP_TRANSPOSE;
+            if (w->view_src == n && !view_op && !ggml_backend_supports_op(be, w)) return false;
+        }
+        return true;
+    };
+    int pinned_vk = 0;
+    if (use_test || vk) {
         for (int i = 0; i < ggml_graph_n_nodes(g_on); i++) {
             ggml_tensor * n = ggml_graph_node(g_on, i);
             // in-place nodes stay with the memory they write
-            if (coin(30) && n->view_src == nullptr && ggml_backend_supports_op(e.test_on, n)) {
+            if (n->view_src != nullptr) continue;
+            if (use_test && coin(30) && can_pin(e.test_on, n)) {
                 ggml_backend_sched_set_tensor_backend(sched, n, e.test_on);
+            } else if (vk && coin(30) && can_pin(vk, n)) {
+                ggml_backend_sched_set_tensor_backend(sched, n, vk);
+                pinned_vk++;
             }
         }
     }
+    g_tally.vk_pinned += pinned_vk;
+    if (vk) g_tally.vk_graphs++;
     if (env_int("DIFF_TRACE", 0)) {
         ggml_backend_sched_set_eval_callback(
             sched,
@@ -611,13 +677,19 @@ int env_int(const char * name, int def) {
         result = ::testing::AssertionFailure() << "on: alloc failed";
     } else {
         fill_inputs(on.inputs, gseed);
+        if (env_int("DIFF_VERBOSE", 0) > 1) print_assignment(sched, g_on); // before a crash
         if (ggml_backend_sched_graph_compute(sched, g_on) != GGML_STATUS_SUCCESS) {
             result = ::testing::AssertionFailure() << "on: compute failed";
         }
     }
+    if (result && vk) {
+        for (int j = 0; j < ggml_graph_n_nodes(g_on); j++) {
+            if (ggml_backend_sched_get_tensor_backend(sched, ggml_graph_node(g_on, j)) == vk) g_tally.vk_nodes++;
+        }
+    }
     if (result) {
         const auto out   = read_outputs(on.outputs);
-        const bool exact = g_tally.inexact_steps == inexact_before;
+        const bool exact = g_tally.inexact_steps == inexact_before && vk == nullptr;
         if (out.size() != ref.size()) {
             result = ::testing::AssertionFailure() << "output count differs";
         }
@@ -632,18 +704,7 @@ int env_int(const char * name, int def) {
                                          : std::fabs(a - b) <= 1e-4f * (1.0f + std::fabs(b)) ||
                                               (std::isnan(a) && std::isnan(b));
                 if (!same) {
-                    if (env_int("DIFF_VERBOSE", 0)) {
-                        for (int j = 0; j < ggml_graph_n_nodes(g_on); j++) {
-                            ggml_tensor * nd = ggml_graph_node(g_on, j);
-                            printf("%3d %-10s %-24s %-5s view_src=%s srcs:", j, ggml_op_desc(nd), nd->name,
-                                   ggml_backend_name(ggml_backend_sched_get_tensor_backend(sched, nd)),
-                                   nd->view_src ? nd->view_src->name : "-");
-                            for (int q = 0; q < GGML_MAX_SRC; q++) {
-                                if (nd->src[q]) printf(" [%s]", nd->src[q]->name);
-                            }
-                            printf("\n");
-                        }
-                    }
+                    if (env_int("DIFF_VERBOSE", 0)) print_assignment(sched, g_on);
                     result = ::testing::AssertionFailure()
                              << "seed " << seed << ": output " << k << " (" << on.outputs[k]->name << ") element "
                              << i << ": on " << a << " off " << b << (exact ? " (bit-exact expected)" : "")
@@ -659,6 +720,11 @@ int env_int(const char * name, int def) {
 }
 
 TEST(Differential, extensions_on_equal_extensions_off) {
+#ifdef DIFF_VULKAN
+    ASSERT_NE(the_env().vk, nullptr) << "no Vulkan device";
+    ASSERT_TRUE(ggml_backend_vk_validation_enabled()) << "the Khronos validation layer is not active";
+    const size_t msgs_before = ggml_backend_vk_validation_message_count();
+#endif
     const int      n    = env_int("DIFF_GRAPHS", 1000);
     const uint32_t seed = (uint32_t) env_int("DIFF_SEED", 20261130);
     g_tally             = tallies();
@@ -677,6 +743,43 @@ TEST(Differential, extensions_on_equal_extensions_off) {
         EXPECT_GT(g_tally.exact_steps, n / 2);
         EXPECT_GT(g_tally.fused_steps, n / 10);
     }
+#ifdef DIFF_VULKAN
+    printf("differential (Vulkan): %lld graphs with the Vulkan device, %lld nodes pinned to it, %lld nodes assigned "
+           "to it\n",
+           (long long) g_tally.vk_graphs, (long long) g_tally.vk_pinned, (long long) g_tally.vk_nodes);
+    EXPECT_GT(g_tally.vk_graphs, n / 4);
+    EXPECT_GT(g_tally.vk_nodes, n) << "the Vulkan device must really have computed nodes";
+    EXPECT_EQ(ggml_backend_vk_validation_message_count(), msgs_before) << "Vulkan validation reported messages";
+#endif
 }
 
 } // namespace
+
+#ifdef DIFF_VULKAN
+namespace {
+class VulkanFreer : public ::testing::Environment {
+  public:
+    void TearDown() override {
+        if (the_env().vk) ggml_backend_free(the_env().vk);
+        the_env().vk = nullptr;
+    }
+};
+} // namespace
+
+// Leak checking (the sanitizer pass): keep the driver and layer libraries mapped so LeakSanitizer
+// can name leaks inside them, and suppress those (not ours), as test-vulkan does.
+extern "C" const char * __lsan_default_suppressions() {
+    return "leak:libvulkan_lvp.so\nleak:libVkLayer_khronos_validation.so\nleak:libVkLayer_MESA_device_select.so\n"
+           "leak:libvulkan.so\nleak:libLLVM\n";
+}
+
+int main(int argc, char ** argv) {
+    for (const char * lib : { "libvulkan_lvp.so", "libVkLayer_khronos_validation.so", "libVkLayer_MESA_device_select.so" }) {
+        dlopen(lib, RTLD_NOW | RTLD_NODELETE | RTLD_LOCAL);
+    }
+    setenv("GGML_VK_VALIDATE", "1", 0); // before the first registry use
+    ::testing::InitGoogleTest(&argc, argv);
+    ::testing::AddGlobalTestEnvironment(new VulkanFreer);
+    return RUN_ALL_TESTS();
+}
+#endif

@@ -242,6 +242,31 @@ TEST(SchedAssign, set_tensor_backend_pins) {
     EXPECT_EQ(ggml_backend_sched_get_tensor_backend(tb.sched, b->get("act")), nullptr);
 }
 
+TEST(SchedAssign, inplace_writer_runs_where_its_memory_lives) {
+    // TEST runs the mul_mat (its weight lives there) but not SILU; the in-place SILU writes the
+    // mul_mat's memory, so both must end up on one backend that runs both (the CPU): a SILU on
+    // the CPU writing TEST memory is what crashed Vulkan in test-ext-differential-vulkan (the
+    // TEST device's plain host memory hides it, hence the assignment check)
+    two_backends tb({ GGML_OP_MUL_MAT });
+    build_fn     f = [](ggml_context * w, ggml_context * g) {
+        ggml_tensor * W  = weight(w, "W", 16, 8);
+        ggml_tensor * x  = input(g, "x", 16, 4);
+        ggml_tensor * mm = named(ggml_mul_mat(g, W, x), "mm");
+        return named(ggml_silu_inplace(g, mm), "out");
+    };
+    auto b = build(f, tb.test_buft());
+    ggml_backend_sched_split_graph(tb.sched, b->gf);
+    ggml_backend_t mm_b  = ggml_backend_sched_get_tensor_backend(tb.sched, b->get("mm"));
+    ggml_backend_t out_b = ggml_backend_sched_get_tensor_backend(tb.sched, b->get("out"));
+    ASSERT_NE(out_b, nullptr);
+    EXPECT_TRUE(ggml_backend_supports_op(out_b, b->get("out")));
+    EXPECT_TRUE(ggml_backend_supports_buft(out_b, ggml_backend_get_default_buffer_type(mm_b)))
+        << "the in-place SILU runs on " << ggml_backend_name(out_b) << ", its memory lives on " << ggml_backend_name(mm_b);
+    ggml_backend_sched_reset(tb.sched);
+    auto b2 = build(f, tb.test_buft());
+    expect_close(run(tb.sched, *b2), reference(f));
+}
+
 TEST(SchedAssign, last_backend_must_be_cpu) {
     ggml_backend_dev_t dev  = test_backend::new_device(std::set<enum ggml_op>{});
     ggml_backend_t     test = test_backend::init(dev);

@@ -298,15 +298,47 @@ void upgrade_or_fill(ggml_backend_sched * sched, ggml_tensor * node) {
 // In-place writers (a view_src but a computing op) run where the memory they write lives when
 // that backend can run them: elsewhere, the write would land behind the back of the copies the
 // scheduler makes of that memory. (Upstream leaves them wherever expansion put them.)
-void keep_inplace_with_memory(ggml_backend_sched * sched, ggml_tensor * node) {
+// When that backend cannot run the writer, another one that can address the memory's buffer
+// type may; failing that, the memory (a node the scheduler placed, not yet allocated) moves with
+// the writer to a backend that runs both. A writer left on a backend that cannot address its memory crashes a
+// real device (Vulkan: "tensor is not in a Vulkan buffer"). Returns whether it changed anything.
+bool keep_inplace_with_memory(ggml_backend_sched * sched, ggml_tensor * node) {
     if (node->view_src == nullptr || is_view_op(node->op) || is_pinned(sched, node)) {
-        return;
+        return false;
     }
-    const int base_b = ggml_sched_tensor_backend_id(sched, node->view_src);
-    const int cur_b  = ggml_sched_tensor_backend_id(sched, node);
-    if (base_b != -1 && base_b != cur_b && supports_op(sched, base_b, node)) {
+    ggml_tensor * base   = node->view_src;
+    const int     base_b = ggml_sched_tensor_backend_id(sched, base);
+    const int     cur_b  = ggml_sched_tensor_backend_id(sched, node);
+    if (base_b == -1 || base_b == cur_b) {
+        return false;
+    }
+    if (supports_op(sched, base_b, node)) {
         ggml_sched_set_tensor_backend_id(sched, node, base_b, false);
+        return true;
     }
+    if (cur_b != -1 && buffer_supported(sched, base, cur_b)) {
+        return false; // already runs where it can address the memory
+    }
+    for (int b = 0; b < sched->n_backends; b++) {
+        if (supports_op(sched, b, node) && buffer_supported(sched, base, b)) {
+            ggml_sched_set_tensor_backend_id(sched, node, b, false);
+            return true;
+        }
+    }
+    if (storage_buffer(base) != nullptr || is_pinned(sched, base)) {
+        return false;
+    }
+    // both to one backend that runs both: the writer's own first, then by priority
+    for (int k = -1; k < sched->n_backends; k++) {
+        const int b = k == -1 ? cur_b : k;
+        if (b == -1 || !supports_op(sched, b, node) || !supports_op(sched, b, base)) {
+            continue;
+        }
+        ggml_sched_set_tensor_backend_id(sched, base, b, false);
+        ggml_sched_set_tensor_backend_id(sched, node, b, false);
+        return true;
+    }
+    return false;
 }
 
 // Pass 4 for one node.
@@ -556,9 +588,17 @@ void ggml_sched_split_graph_impl(ggml_backend_sched * sched, ggml_cgraph * graph
         }
     }
 
-    // in-place writers stay with their memory
-    for (int i = 0; i < graph->n_nodes; i++) {
-        keep_inplace_with_memory(sched, graph->nodes[i]);
+    // in-place writers stay with their memory; a base that moved may strand writers placed
+    // earlier next to it, so repeat until stable (at most n_nodes + 1 rounds; conflicting
+    // writers that no single backend runs would otherwise move the base back and forth)
+    for (int round = 0; round <= graph->n_nodes; round++) {
+        bool changed = false;
+        for (int i = 0; i < graph->n_nodes; i++) {
+            changed = keep_inplace_with_memory(sched, graph->nodes[i]) || changed;
+        }
+        if (!changed) {
+            break;
+        }
     }
 
     // pass 4: sources and views
