@@ -583,6 +583,41 @@ TEST_F(VulkanSd, LinearGateResidualFusionDeclinesExternalUse) {
     expect_same_bytes(fz.out, ext.out, 0, fz.out.size(), "declined vs fused");
 }
 
+// The gate is produced after the linear and the residual after the gated product (independent
+// nodes between the chain's nodes): the graph-delay rule brings the chain together so it still
+// fuses, with the same bytes as the unfused graph.
+ggml_tensor * build_epilogue_apart(graph_case & g, const linear_param & p) {
+    ggml_tensor * lin  = build_linear(g, p);
+    ggml_tensor * gate = ggml_scale(g.ctx, g.input("gate", GGML_TYPE_F32, {p.N, 1, 1}, fill::normal), 0.5f);
+    ggml_tensor * v    = ggml_mul(g.ctx, lin, gate);
+    ggml_tensor * res  = ggml_scale(g.ctx, g.input("res", GGML_TYPE_F32, {p.N, p.rows}, fill::normal), 0.5f);
+    g.expand_first     = {lin, gate, v, res}; // node order: lin, gate, MUL, res, ADD
+    return ggml_add(g.ctx, res, v);
+}
+
+TEST_F(VulkanSd, LinearGateResidualFusesWhenProducersAreInBetween) {
+    const linear_param cases[] = {
+        {256, 64, 16, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+        {256, 19, 11, SD_LINEAR_I8_INPUT_I8, 0, true, false},
+    };
+    for (const linear_param & p : cases) {
+        SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " kind " + std::to_string(p.kind));
+        const builder    b     = [&](graph_case & g) { return build_epilogue_apart(g, p); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        const run_result cpu = run(false, b);
+        ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_LINEAR_I8_GATE_RES});
+        EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_LINEAR_I8_GATE_RES));
+        expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
+        expect_same_bytes(cpu.out, fused.out, 0, cpu.out.size(), "fused Vulkan vs CPU");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Outputs placed over their inputs (as an allocator may): the kernels compute into the workspace
 // and copy, so the result equals the non-overlapping one. The tensors are placed by hand in one
@@ -775,6 +810,44 @@ TEST_F(VulkanSd, SwigluFusionEqualsUnfused) {
                 else expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
             }
         }
+    }
+}
+
+// Independent nodes between the gate linear, its SiLU and the up linear (gate, o1, SILU, o2, up,
+// MUL [, quantize]): the graph-delay rule brings the chain together so it still fuses.
+ggml_tensor * build_swiglu_apart(graph_case & g, const linear_param & p, bool with_quant) {
+    ggml_tensor * x    = g.input("x", GGML_TYPE_F32, {p.K, p.rows}, fill::special_rows);
+    ggml_tensor * wg   = g.input("wg", GGML_TYPE_I8, {p.K, p.N}, fill::int8_weight);
+    ggml_tensor * wu   = g.input("wu", GGML_TYPE_I8, {p.K, p.N}, fill::int8_weight);
+    ggml_tensor * sg   = g.input("sg", GGML_TYPE_F32, {p.N}, fill::positive);
+    ggml_tensor * su   = g.input("su", GGML_TYPE_F32, {p.N}, fill::positive);
+    ggml_tensor * q    = ggml_quantize_i8_convrot(g.ctx, x, p.group);
+    ggml_tensor * gate = ggml_mul_mat_i8_tensorwise(g.ctx, wg, q, sg, nullptr, p.group);
+    ggml_tensor * s    = ggml_silu(g.ctx, gate);
+    ggml_tensor * up   = ggml_mul_mat_i8_tensorwise(g.ctx, wu, q, su, nullptr, p.group);
+    ggml_tensor * o1   = ggml_scale(g.ctx, g.input("o1", GGML_TYPE_F32, {p.N, p.rows}, fill::normal), 0.5f);
+    ggml_tensor * o2   = ggml_scale(g.ctx, g.input("o2", GGML_TYPE_F32, {p.N, p.rows}, fill::normal), 2.0f);
+    g.expand_first     = {gate, o1, s, o2, up};
+    ggml_tensor * y    = ggml_mul(g.ctx, s, up);
+    return with_quant ? ggml_quantize_i8_convrot(g.ctx, y, 256) : y;
+}
+
+TEST_F(VulkanSd, SwigluFusesWhenProducersAreInBetween) {
+    const linear_param p = {256, 256, 13, SD_LINEAR_I8_INPUT_PACKED, 256, true, false};
+    for (int wq = 0; wq < 2; ++wq) {
+        SCOPED_TRACE("quant " + std::to_string(wq));
+        const builder    b     = [&](graph_case & g) { return build_swiglu_apart(g, p, wq); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        ASSERT_TRUE(fused.ok && plain.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_LINEAR_I8_SWIGLU});
+        EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_LINEAR_I8_SWIGLU));
+        if (wq) expect_packed_equal(plain.out, fused.out, p.N, p.rows);
+        else expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
     }
 }
 

@@ -1,6 +1,7 @@
 // int8.cpp — sd.quantize_i8_convrot.v1 and sd.linear_i8.v1 on Vulkan through the public
 // execution services (vk_service.h), plus the fusions Linear -> Mul(gate) -> Add(residual) and
-// GEMM -> SwiGLU [-> ConvRot].
+// GEMM -> SwiGLU [-> ConvRot], with graph-delay rules (optimize callbacks) that bring a chain's
+// nodes together when independent nodes sit between them.
 //
 // Exactness: the quantizer shader replicates the CPU portable kernel's float operation order and
 // computes the two divisions (amax / 127, 1 / s) exactly in integers, so packed bytes and scales
@@ -22,6 +23,9 @@
 #include "../ggml_extensions.h"
 #include "vk_service.h"
 
+#include "ggml-graph.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +33,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -506,6 +511,91 @@ ggml_status swiglu_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
     return linear_run(backend, c.gate, c.mul, x, ws, ws_bytes);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Graph-delay rules: the matches above need their chain's nodes consecutive, but a graph may
+// compute independent work in between (a gate or residual produced after the linear, another
+// node between the SiLU and the up linear). The optimize callbacks find each whole chain the
+// match would accept and delay its earlier nodes, latest first, to just before the chain's last
+// node; ggml_ext_graph_delay refuses any move that could change results (a crossed node reading
+// a moved one, aliasing writes), so such a chain simply stays unfused.
+
+int index_of(ggml_cgraph * g, const ggml_tensor * t) {
+    const int n = ggml_graph_n_nodes(g);
+    for (int i = 0; i < n; ++i) {
+        if (ggml_graph_node(g, i) == t) return i;
+    }
+    return -1;
+}
+
+// The one node reading t (after position `from`), or nullptr when t has another reader.
+ggml_tensor * sole_consumer(ggml_cgraph * g, const ggml_tensor * t, int from) {
+    if (ggml_graph_get_use_count(g, t) != 1) return nullptr;
+    const int n = ggml_graph_n_nodes(g);
+    for (int j = from + 1; j < n; ++j) {
+        ggml_tensor * c = ggml_graph_node(g, j);
+        for (int s = 0; s < GGML_MAX_SRC; ++s) {
+            if (c->src[s] == t) return c;
+        }
+    }
+    return nullptr;
+}
+
+// Moves the chain's nodes next to each other, keeping their order, just before its last node.
+void gather_before_last(ggml_cgraph * g, const std::vector<const ggml_tensor *> & chain) {
+    std::vector<int> pos;
+    for (const ggml_tensor * t : chain) {
+        pos.push_back(index_of(g, t));
+        if (pos.back() < 0) return;
+    }
+    std::sort(pos.begin(), pos.end());
+    int slot = pos.back() - 1; // where the next earlier node must end up
+    for (int i = (int) pos.size() - 2; i >= 0; --i, --slot) {
+        if (pos[i] == slot) continue;
+        // crosses only nodes outside the chain (the later chain nodes already sit after slot)
+        if (!ggml_ext_graph_delay(g, pos[i], 1, slot)) return;
+    }
+}
+
+void epilogue_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
+    if (!sd_vk::fusion_enabled()) return;
+    const ggml_ext_op_t                           lop = sd_op_linear_i8();
+    std::vector<std::vector<const ggml_tensor *>> chains;
+    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
+        ggml_tensor * lin = ggml_graph_node(g, i);
+        if (ggml_ext_get_op(lin) != lop) continue;
+        ggml_tensor * c1 = sole_consumer(g, lin, i);
+        if (c1 == nullptr) continue;
+        ggml_tensor *       c2       = c1->op == GGML_OP_MUL ? sole_consumer(g, c1, i) : nullptr;
+        const ggml_tensor * nodes[3] = {lin, c1, c2};
+        epilogue_chain      c;
+        if (c2 && chain_of(dev, nodes, 3, c)) chains.push_back({lin, c1, c2});
+        else if (chain_of(dev, nodes, 2, c)) chains.push_back({lin, c1});
+    }
+    for (const auto & chain : chains) gather_before_last(g, chain);
+}
+
+void swiglu_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
+    if (!sd_vk::fusion_enabled()) return;
+    const ggml_ext_op_t                           lop = sd_op_linear_i8();
+    const ggml_ext_op_t                           qop = sd_op_quantize_i8_convrot();
+    std::vector<std::vector<const ggml_tensor *>> chains;
+    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
+        ggml_tensor * silu = ggml_graph_node(g, i);
+        if (!is_silu(silu) || ggml_ext_get_op(silu->src[0]) != lop) continue;
+        ggml_tensor * mul = sole_consumer(g, silu, i);
+        if (mul == nullptr || mul->op != GGML_OP_MUL) continue;
+        const ggml_tensor * up = mul->src[0] == silu ? mul->src[1] : mul->src[0];
+        if (up == nullptr || ggml_ext_get_op(up) != lop) continue;
+        ggml_tensor * quant = sole_consumer(g, mul, i);
+        if (quant && ggml_ext_get_op(quant) != qop) quant = nullptr;
+        const ggml_tensor * nodes[5] = {silu->src[0], up, silu, mul, quant};
+        swiglu_chain        c;
+        if (quant && swiglu_of(dev, nodes, 5, c)) chains.push_back({nodes, nodes + 5});
+        else if (swiglu_of(dev, nodes, 4, c)) chains.push_back({nodes, nodes + 4});
+    }
+    for (const auto & chain : chains) gather_before_last(g, chain);
+}
+
 } // namespace
 
 bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
@@ -542,6 +632,7 @@ bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
     e.name    = SD_VK_KERNEL_LINEAR_I8_GATE_RES;
     e.op      = GGML_OP_NONE; // fusion only
     e.match   = epilogue_match;
+    e.optimize = epilogue_optimize;
     e.prepare = epilogue_prepare;
     e.execute = epilogue_execute;
 
@@ -549,6 +640,7 @@ bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
     sw.name    = SD_VK_KERNEL_LINEAR_I8_SWIGLU;
     sw.op      = GGML_OP_NONE; // fusion only
     sw.match   = swiglu_match;
+    sw.optimize = swiglu_optimize;
     sw.prepare = swiglu_prepare;
     sw.execute = swiglu_execute;
 
