@@ -504,6 +504,41 @@ TEST_F(VulkanSd, RmsNormMulRopeFusionEqualsUnfused) {
     }
 }
 
+// Independent nodes between the chain's nodes (another value after the norm, the PE table
+// produced after the product): the graph-delay rule gathers RMS_NORM, MUL, RoPE, SCALE.
+ggml_tensor * build_norm_rope_apart(graph_case & g, const rope_param & p) {
+    ggml_tensor * x    = rope_input(g, p);
+    ggml_tensor * w    = g.input("nw", GGML_TYPE_F32, {p.d}, fill::normal);
+    ggml_tensor * norm = ggml_rms_norm(g.ctx, x, 1e-6f);
+    ggml_tensor * o1   = ggml_scale(g.ctx, g.input("o1", GGML_TYPE_F32, {p.d, 3}, fill::normal), 0.5f);
+    ggml_tensor * mul  = ggml_mul(g.ctx, norm, w);
+    ggml_tensor * pe   = ggml_scale(g.ctx, rope_pe(g, p), 1.0f);
+    g.expand_first     = {norm, o1, mul, pe}; // node order: norm, o1, MUL, pe, RoPE, SCALE
+    return ggml_scale(g.ctx, sd_rope_apply(g.ctx, mul, pe, p.mode), 0.125f);
+}
+
+TEST_F(VulkanSd, RmsNormMulRopeFusesWhenProducersAreInBetween) {
+    for (const rope_param & p : {k_rope_cases[0], k_rope_cases[5]}) {
+        SCOPED_TRACE(rope_name(p));
+        const builder    b     = [&](graph_case & g) { return build_norm_rope_apart(g, p); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        ASSERT_TRUE(fused.ok && plain.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_RMS_NORM_MUL_ROPE});
+        EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_RMS_NORM_MUL_ROPE));
+        bool scale_fused = false; // the SCALE is part of the fused step (4 nodes)
+        for (const ggml_ext_step_info & st : fused.steps) {
+            if (st.kernel && strcmp(st.kernel, SD_VK_KERNEL_RMS_NORM_MUL_ROPE) == 0) scale_fused = st.n_nodes == 4;
+        }
+        EXPECT_TRUE(scale_fused);
+        expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
+    }
+}
+
 TEST_F(VulkanSd, RmsNormMulRopeFusionDeclines) {
     const rope_param p = {64, 4, 7, 1, 32, SD_ROPE_INTERLEAVED, false};
     // the product is also a graph output: the plain operators run
@@ -745,6 +780,35 @@ TEST_F(VulkanSd, ModulationQuantizeFusionEqualsUnfused) {
         }
         EXPECT_EQ(off_by_more, 0u) << "quantized values more than 1 apart from the CPU chain";
     }
+}
+
+// The modulation vectors are produced inside the chain (after the norm's product and after the
+// first ADD): the graph-delay rule gathers the six nodes.
+ggml_tensor * build_modulation_apart(graph_case & g, int64_t K, int64_t rows, int group) {
+    ggml_tensor * x  = g.input("mx", GGML_TYPE_F32, {K, rows}, fill::special_rows);
+    ggml_tensor * w1 = g.input("mw1", GGML_TYPE_F32, {K}, fill::normal);
+    ggml_tensor * nm = ggml_rms_norm(g.ctx, x, 1e-6f);
+    ggml_tensor * h  = ggml_mul(g.ctx, nm, w1);
+    ggml_tensor * ms = ggml_scale(g.ctx, g.input("mms", GGML_TYPE_F32, {K, 1, 1}, fill::normal), 0.5f);
+    ggml_tensor * t  = ggml_mul(g.ctx, h, ms);
+    ggml_tensor * a1 = ggml_add(g.ctx, h, t);
+    ggml_tensor * sh = ggml_scale(g.ctx, g.input("msh", GGML_TYPE_F32, {K, 1, 1}, fill::normal), 2.0f);
+    g.expand_first   = {nm, h, ms, t, a1, sh};
+    return ggml_quantize_i8_convrot(g.ctx, ggml_add(g.ctx, a1, sh), group);
+}
+
+TEST_F(VulkanSd, ModulationQuantizeFusesWhenProducersAreInBetween) {
+    const builder    b     = [&](graph_case & g) { return build_modulation_apart(g, 256, 7, 256); };
+    const run_result fused = run(true, b);
+    run_result       plain;
+    {
+        fusion_off_scope off;
+        plain = run(true, b);
+    }
+    ASSERT_TRUE(fused.ok && plain.ok);
+    expect_all_on_vulkan(fused, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+    EXPECT_FALSE(has_step(plain, SD_VK_KERNEL_MODULATION_QUANTIZE));
+    expect_packed_equal(plain.out, fused.out, 256, 7);
 }
 
 TEST_F(VulkanSd, ModulationQuantizeFusionDeclinesExternalUse) {

@@ -21,11 +21,9 @@
 #include "int8.h"
 
 #include "../ggml_extensions.h"
+#include "graph_delay.h"
 #include "vk_service.h"
 
-#include "ggml-graph.h"
-
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -519,42 +517,8 @@ ggml_status swiglu_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
 // node; ggml_ext_graph_delay refuses any move that could change results (a crossed node reading
 // a moved one, aliasing writes), so such a chain simply stays unfused.
 
-int index_of(ggml_cgraph * g, const ggml_tensor * t) {
-    const int n = ggml_graph_n_nodes(g);
-    for (int i = 0; i < n; ++i) {
-        if (ggml_graph_node(g, i) == t) return i;
-    }
-    return -1;
-}
-
-// The one node reading t (after position `from`), or nullptr when t has another reader.
-ggml_tensor * sole_consumer(ggml_cgraph * g, const ggml_tensor * t, int from) {
-    if (ggml_graph_get_use_count(g, t) != 1) return nullptr;
-    const int n = ggml_graph_n_nodes(g);
-    for (int j = from + 1; j < n; ++j) {
-        ggml_tensor * c = ggml_graph_node(g, j);
-        for (int s = 0; s < GGML_MAX_SRC; ++s) {
-            if (c->src[s] == t) return c;
-        }
-    }
-    return nullptr;
-}
-
-// Moves the chain's nodes next to each other, keeping their order, just before its last node.
-void gather_before_last(ggml_cgraph * g, const std::vector<const ggml_tensor *> & chain) {
-    std::vector<int> pos;
-    for (const ggml_tensor * t : chain) {
-        pos.push_back(index_of(g, t));
-        if (pos.back() < 0) return;
-    }
-    std::sort(pos.begin(), pos.end());
-    int slot = pos.back() - 1; // where the next earlier node must end up
-    for (int i = (int) pos.size() - 2; i >= 0; --i, --slot) {
-        if (pos[i] == slot) continue;
-        // crosses only nodes outside the chain (the later chain nodes already sit after slot)
-        if (!ggml_ext_graph_delay(g, pos[i], 1, slot)) return;
-    }
-}
+using sd_vk::gather_before_last;
+using sd_vk::sole_consumer;
 
 void epilogue_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     if (!sd_vk::fusion_enabled()) return;

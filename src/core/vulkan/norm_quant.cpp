@@ -6,12 +6,15 @@
 // INT8 activation the following linears share). w1, mod_scale and shift are one F32 value per
 // channel (K), broadcast over rows. The fused result equals the unfused chain on the same device
 // bit for bit (see the shader). External consumers of any intermediate are refused by ggml's
-// fusion checks; an output overlapping the input is computed in the workspace and copied.
+// fusion checks; an output overlapping the input is computed in the workspace and copied. A
+// graph-delay rule gathers the chain when independent nodes sit between its nodes.
 
 #include "int8.h"
 #include "norm_quant.h"
 
 #include "../ggml_extensions.h"
+#include "graph_delay.h"
+#include "ggml-graph.h"
 #include "vk_service.h"
 
 #include <cmath>
@@ -19,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace {
 
@@ -141,6 +145,31 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
     return s;
 }
 
+// Graph-delay rule: the six nodes with independent work in between (e.g. the modulation vectors
+// computed after the norm) are gathered so mod_match sees them consecutive (graph_delay.h). The
+// first product has two readers (MUL(mod) and ADD), every other node one.
+void mod_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
+    if (!sd_vk::fusion_enabled()) return;
+    std::vector<std::vector<const ggml_tensor *>> chains;
+    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
+        ggml_tensor * norm = ggml_graph_node(g, i);
+        if (norm->op != GGML_OP_RMS_NORM) continue;
+        ggml_tensor * mul1 = sd_vk::sole_consumer(g, norm, i);
+        if (mul1 == nullptr || ggml_graph_get_use_count(g, mul1) != 2) continue;
+        const std::vector<ggml_tensor *> r = sd_vk::consumers(g, mul1, i);
+        if (r.size() != 2) continue;
+        ggml_tensor * mul2 = r[0]->op == GGML_OP_MUL ? r[0] : r[1];
+        ggml_tensor * add1 = sd_vk::sole_consumer(g, mul2, i);
+        ggml_tensor * add2 = add1 ? sd_vk::sole_consumer(g, add1, i) : nullptr;
+        ggml_tensor * q    = add2 ? sd_vk::sole_consumer(g, add2, i) : nullptr;
+        if (q == nullptr) continue;
+        const ggml_tensor * n[6] = {norm, mul1, mul2, add1, add2, q};
+        mod_chain           c;
+        if (chain_of(dev, n, c)) chains.push_back({n, n + 6});
+    }
+    for (const auto & chain : chains) sd_vk::gather_before_last(g, chain);
+}
+
 } // namespace
 
 bool sd_vulkan_register_norm_quant(ggml_backend_dev_t dev) {
@@ -155,6 +184,7 @@ bool sd_vulkan_register_norm_quant(ggml_backend_dev_t dev) {
     f.name    = SD_VK_KERNEL_MODULATION_QUANTIZE;
     f.op      = GGML_OP_NONE; // fusion only
     f.match   = mod_match;
+    f.optimize = mod_optimize;
     f.prepare = mod_prepare;
     f.execute = mod_execute;
     const bool ok = ggml_ext_register_kernel(dev, &f);

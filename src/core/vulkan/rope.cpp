@@ -7,11 +7,12 @@
 // fusion on == fusion off bit for bit. It does not equal the CPU chain bit for bit (the CPU's
 // RMS_NORM reduces in double). External consumers of the norm or the product are refused by
 // ggml's fusion checks (the plain operators run); an output overlapping an input is computed in
-// the workspace and copied.
+// the workspace and copied. A graph-delay rule gathers a chain split by independent nodes.
 
 #include "rope.h"
 
 #include "../ggml_extensions.h"
+#include "graph_delay.h"
 #include "vk_service.h"
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace {
 
@@ -201,6 +203,29 @@ ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
     return rope_run(backend, norm->src[0], mul->src[1], eps, rope, tail, ws, ws_bytes);
 }
 
+// Graph-delay rule: RMS_NORM, its MUL, the RoPE [, SCALE] [, F16 CPY] each the sole reader of
+// the previous, with independent work in between (e.g. the PE table or another projection
+// computed after the norm): gathered so fused_match sees them consecutive (graph_delay.h).
+void fused_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
+    if (!sd_vk::fusion_enabled()) return;
+    std::vector<std::vector<const ggml_tensor *>> chains;
+    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
+        ggml_tensor * t = ggml_graph_node(g, i);
+        if (t->op != GGML_OP_RMS_NORM) continue;
+        const ggml_tensor * n[5] = {t};
+        int                 avail = 1;
+        while (avail < 5) {
+            ggml_tensor * c = sd_vk::sole_consumer(g, n[avail - 1], i);
+            if (c == nullptr) break;
+            n[avail++] = c;
+        }
+        rope_tail  tail;
+        const int  len = chain_length(dev, n, avail, tail);
+        if (len >= 3) chains.push_back({n, n + len});
+    }
+    for (const auto & chain : chains) sd_vk::gather_before_last(g, chain);
+}
+
 } // namespace
 
 bool sd_vulkan_register_rope(ggml_backend_dev_t dev) {
@@ -225,6 +250,7 @@ bool sd_vulkan_register_rope(ggml_backend_dev_t dev) {
     f.name    = SD_VK_KERNEL_RMS_NORM_MUL_ROPE;
     f.op      = GGML_OP_NONE; // fusion only
     f.match   = fused_match;
+    f.optimize = fused_optimize;
     f.prepare = rope_prepare;
     f.execute = fused_execute;
 

@@ -1,0 +1,58 @@
+// graph_delay.cpp — see graph_delay.h.
+
+#include "graph_delay.h"
+
+#include "ggml-ext.h"
+#include "ggml-graph.h"
+
+#include <algorithm>
+
+namespace sd_vk {
+
+int node_index(ggml_cgraph * g, const ggml_tensor * t) {
+    const int n = ggml_graph_n_nodes(g);
+    for (int i = 0; i < n; ++i) {
+        if (ggml_graph_node(g, i) == t) return i;
+    }
+    return -1;
+}
+
+std::vector<ggml_tensor *> consumers(ggml_cgraph * g, const ggml_tensor * t, int from) {
+    std::vector<ggml_tensor *> r;
+    const int                  n = ggml_graph_n_nodes(g);
+    for (int j = from + 1; j < n; ++j) {
+        ggml_tensor * c = ggml_graph_node(g, j);
+        for (int s = 0; s < GGML_MAX_SRC; ++s) {
+            if (c->src[s] == t) {
+                r.push_back(c);
+                break;
+            }
+        }
+    }
+    return r;
+}
+
+ggml_tensor * sole_consumer(ggml_cgraph * g, const ggml_tensor * t, int from) {
+    if (ggml_graph_get_use_count(g, t) != 1) return nullptr; // also counts readers before `from`
+    const std::vector<ggml_tensor *> c = consumers(g, t, from);
+    return c.size() == 1 ? c[0] : nullptr;
+}
+
+bool gather_before_last(ggml_cgraph * g, const std::vector<const ggml_tensor *> & chain) {
+    std::vector<int> pos;
+    for (const ggml_tensor * t : chain) {
+        pos.push_back(node_index(g, t));
+        if (pos.back() < 0) return false;
+    }
+    std::sort(pos.begin(), pos.end());
+    // latest first: each move then crosses only nodes outside the chain (the chain's later nodes
+    // already sit after `slot`), so a refusal means a real dependency or alias, not the chain
+    int slot = pos.back() - 1;
+    for (int i = (int) pos.size() - 2; i >= 0; --i, --slot) {
+        if (pos[i] == slot) continue;
+        if (!ggml_ext_graph_delay(g, pos[i], 1, slot)) return false;
+    }
+    return true;
+}
+
+} // namespace sd_vk
