@@ -300,8 +300,9 @@ void upgrade_or_fill(ggml_backend_sched * sched, ggml_tensor * node) {
 // scheduler makes of that memory. (Upstream leaves them wherever expansion put them.)
 // When that backend cannot run the writer, another one that can address the memory's buffer
 // type may; failing that, the memory (a node the scheduler placed, not yet allocated) moves with
-// the writer to a backend that runs both. A writer left on a backend that cannot address its memory crashes a
-// real device (Vulkan: "tensor is not in a Vulkan buffer"). Returns whether it changed anything.
+// the writer to a backend that runs both. A writer left on a backend that cannot address its
+// memory crashes a real device (Vulkan: "tensor is not in a Vulkan buffer"). Returns whether it
+// changed anything.
 bool keep_inplace_with_memory(ggml_backend_sched * sched, ggml_tensor * node) {
     if (node->view_src == nullptr || is_view_op(node->op) || is_pinned(sched, node)) {
         return false;
