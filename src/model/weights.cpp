@@ -72,32 +72,44 @@ bool weight_dims(const sdio::reader & r, const std::string & module, int64_t & i
 
 } // namespace
 
+bool infer_layout(const std::string & path,
+                  const std::function<bool(const std::string &, int64_t &, int64_t &, std::string &)> & linear_shape,
+                  const std::function<bool(const std::string &)> & has_tensor, config & cfg, std::string & err) {
+    int64_t in, out, kin, kout, gin, gout;
+    if (!linear_shape("blocks.0.attn.wq", in, out, err) || !linear_shape("blocks.0.attn.wk", kin, kout, err) ||
+        !linear_shape("blocks.0.mlp.gate", gin, gout, err)) {
+        return false;
+    }
+    if (out % HEAD_DIM != 0 || kout % HEAD_DIM != 0) {
+        err = "tensor blocks.0.attn.wq/wk.weight: output size is not a multiple of the head dim 128";
+        return false;
+    }
+    int n = 0;
+    while (has_tensor("blocks." + std::to_string(n) + ".attn.wq.weight")) ++n;
+    if (cfg.blocks > n) {
+        err = path + " has " + std::to_string(n) + " blocks, --blocks asks for " + std::to_string(cfg.blocks);
+        return false;
+    }
+    cfg.hidden    = in;
+    cfg.heads     = out / HEAD_DIM;
+    cfg.kv_heads  = kout / HEAD_DIM;
+    cfg.mlp       = gout;
+    std::string v = cfg.validate();
+    if (!v.empty()) {
+        err = "unknown model layout in " + path + ": " + v;
+        return false;
+    }
+    return true;
+}
+
 std::unique_ptr<weight_source> open_checkpoint(const std::string & path, config & cfg, std::string & err) {
     if (sdgguf::is_gguf_file(path)) return open_gguf_checkpoint(path, cfg, err);
     std::unique_ptr<sdio::reader> r = sdio::reader::open(path, err);
     if (!r) return nullptr;
-    int64_t in, out, kin, kout, gin, gout;
-    if (!weight_dims(*r, "blocks.0.attn.wq", in, out, err) || !weight_dims(*r, "blocks.0.attn.wk", kin, kout, err) ||
-        !weight_dims(*r, "blocks.0.mlp.gate", gin, gout, err)) {
-        return nullptr;
-    }
-    if (out % HEAD_DIM != 0 || kout % HEAD_DIM != 0) {
-        err = "tensor blocks.0.attn.wq/wk.weight: output size is not a multiple of the head dim 128";
-        return nullptr;
-    }
-    int n = 0;
-    while (r->find("blocks." + std::to_string(n) + ".attn.wq.weight")) ++n;
-    if (cfg.blocks > n) {
-        err = path + " has " + std::to_string(n) + " blocks, --blocks asks for " + std::to_string(cfg.blocks);
-        return nullptr;
-    }
-    cfg.hidden   = in;
-    cfg.heads    = out / HEAD_DIM;
-    cfg.kv_heads = kout / HEAD_DIM;
-    cfg.mlp      = gout;
-    std::string v = cfg.validate();
-    if (!v.empty()) {
-        err = "unknown model layout in " + path + ": " + v;
+    const auto shape = [&](const std::string & m, int64_t & in, int64_t & out, std::string & e) {
+        return weight_dims(*r, m, in, out, e);
+    };
+    if (!infer_layout(path, shape, [&](const std::string & name) { return r->find(name) != nullptr; }, cfg, err)) {
         return nullptr;
     }
     sdio::header_quant header;

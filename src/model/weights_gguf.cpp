@@ -98,28 +98,10 @@ bool dims(const sdgguf::reader & r, const std::string & module, int64_t & in, in
 std::unique_ptr<weight_source> open_gguf_checkpoint(const std::string & path, config & cfg, std::string & err) {
     std::unique_ptr<sdgguf::reader> r = sdgguf::reader::open(path, err);
     if (!r) return nullptr;
-    int64_t in, out, kin, kout, gin, gout;
-    if (!dims(*r, "blocks.0.attn.wq", in, out, err) || !dims(*r, "blocks.0.attn.wk", kin, kout, err) ||
-        !dims(*r, "blocks.0.mlp.gate", gin, gout, err)) {
-        return nullptr;
-    }
-    if (out % HEAD_DIM != 0 || kout % HEAD_DIM != 0) {
-        err = "tensor blocks.0.attn.wq/wk.weight: output size is not a multiple of the head dim 128";
-        return nullptr;
-    }
-    int n = 0;
-    while (r->find("blocks." + std::to_string(n) + ".attn.wq.weight")) ++n;
-    if (cfg.blocks > n) {
-        err = path + " has " + std::to_string(n) + " blocks, --blocks asks for " + std::to_string(cfg.blocks);
-        return nullptr;
-    }
-    cfg.hidden    = in;
-    cfg.heads     = out / HEAD_DIM;
-    cfg.kv_heads  = kout / HEAD_DIM;
-    cfg.mlp       = gout;
-    std::string v = cfg.validate();
-    if (!v.empty()) {
-        err = "unknown model layout in " + path + ": " + v;
+    const auto shape = [&](const std::string & m, int64_t & in, int64_t & out, std::string & e) {
+        return dims(*r, m, in, out, e);
+    };
+    if (!infer_layout(path, shape, [&](const std::string & name) { return r->find(name) != nullptr; }, cfg, err)) {
         return nullptr;
     }
     return std::unique_ptr<weight_source>(new gguf_source(std::move(r)));
