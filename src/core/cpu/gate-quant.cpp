@@ -20,6 +20,7 @@
 #include "int8-impl.h"
 
 #include "../ggml_extensions.h"
+#include "../kernel_desc.h"
 #include "ggml-cpu.h"
 #include "ggml-graph.h"
 
@@ -257,15 +258,9 @@ ggml_status gate_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, v
 }
 
 bool register_rule(ggml_backend_dev_t dev, const char * name, rule_ctx * ctx) {
-    ggml_ext_kernel_desc f{};
-    f.name      = name;
-    f.op        = GGML_OP_NONE; // fusion only: claims no single-node support
-    f.match     = gate_match;
-    f.optimize  = gate_optimize;
-    f.prepare   = gate_prepare;
-    f.execute   = gate_execute;
-    f.user_data = ctx;
-    return ggml_ext_register_kernel(dev, &f);
+    return sd_kernels::register_all(
+        dev, {sd_kernels::fusion_rule(name, gate_match, gate_optimize, gate_prepare, gate_execute, nullptr, ctx)},
+        "sd gate-quant");
 }
 
 } // namespace

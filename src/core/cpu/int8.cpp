@@ -15,7 +15,9 @@
 
 #include "int8.h"
 
+#include "../chain_match.h"
 #include "../ggml_extensions.h"
+#include "../kernel_desc.h"
 #include "cpu_kernels.h"
 #include "ggml-cpu.h"
 #include "int8-impl.h"
@@ -26,8 +28,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 
 namespace sd_int8 {
 
@@ -486,35 +486,8 @@ void destroy_linear(void * state, void *) { delete static_cast<linear_state *>(s
 // ---------------------------------------------------------------------------------------------
 // Fusion: sd.linear_i8.v1 -> MUL(., gate) -> ADD(residual, .), or sd.linear_i8.v1 -> ADD
 
-bool is_f32_like(const ggml_tensor * t, const ggml_tensor * shape) {
-    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_are_same_shape(t, shape);
-}
-
-// The operand of the binary node b that is not `chain` (NULL unless exactly one src is chain).
-const ggml_tensor * other_src(const ggml_tensor * b, const ggml_tensor * chain) {
-    if (!b->src[0] || !b->src[1] || b->src[2]) return nullptr;
-    if (b->src[0] == chain && b->src[1] != chain) return b->src[1];
-    if (b->src[1] == chain && b->src[0] != chain) return b->src[0];
-    return nullptr;
-}
-
-// The gate of MUL(lin, gate) / MUL(gate, lin) (IEEE products commute bitwise) when it is one F32
-// value per output channel broadcast over every row; NULL otherwise.
-const ggml_tensor * gate_of(const ggml_tensor * mul, const ggml_tensor * lin) {
-    if (mul->op != GGML_OP_MUL || !is_f32_like(mul, lin)) return nullptr;
-    const ggml_tensor * g = other_src(mul, lin);
-    if (!g || g->type != GGML_TYPE_F32 || !ggml_is_contiguous(g) || g->ne[0] != lin->ne[0] || g->ne[1] != 1 ||
-        g->ne[2] != 1 || g->ne[3] != 1)
-        return nullptr;
-    return g;
-}
-
-// The residual of ADD(residual, v) / ADD(v, residual): same shape as v, F32 and contiguous.
-const ggml_tensor * residual_of(const ggml_tensor * add, const ggml_tensor * v) {
-    if (add->op != GGML_OP_ADD || !is_f32_like(add, v)) return nullptr;
-    const ggml_tensor * r = other_src(add, v);
-    return r && is_f32_like(r, v) ? r : nullptr;
-}
+using sd_chain::gate_of;
+using sd_chain::residual_of;
 
 bool is_fusable_linear(const ggml_tensor * t) {
     return ggml_ext_get_op(t) == sd_op_linear_i8() && linear_supports(nullptr, t, nullptr);
@@ -567,53 +540,23 @@ ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * node
 } // namespace
 
 bool sd_cpu_register_int8(ggml_backend_dev_t dev) {
-    // The first attempt's result per device is kept: a retry after a partial failure would only
-    // fail again on the kernels that did register, and must not turn into a silent success.
-    static std::mutex                         mu;
-    static std::map<ggml_backend_dev_t, bool> result;
-    std::lock_guard<std::mutex>               lock(mu);
+    static sd_kernels::once_per_device once; // the first attempt's result, for every later call
     if (!dev) return false;
-    const auto known = result.find(dev);
-    if (known != result.end()) return known->second;
-
-    const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
-    const ggml_ext_op_t lop = sd_op_linear_i8();
-    if (!qop || !lop) {
-        fprintf(stderr, "sd int8: operators not registered; CPU INT8 kernels not registered\n");
-        return result[dev] = false;
-    }
-    ggml_ext_kernel_desc q{};
-    q.name      = "sd.cpu.quantize_i8_convrot";
-    q.op        = GGML_OP_CUSTOM;
-    q.custom_op = qop;
-    q.supports  = quant_supports;
-    q.prepare   = quant_prepare;
-    q.execute   = quant_execute;
-    q.destroy   = destroy_quant;
-
-    ggml_ext_kernel_desc l{};
-    l.name      = "sd.cpu.linear_i8";
-    l.op        = GGML_OP_CUSTOM;
-    l.custom_op = lop;
-    l.supports  = linear_supports;
-    l.prepare   = linear_prepare;
-    l.execute   = linear_execute;
-    l.destroy   = destroy_linear;
-
-    ggml_ext_kernel_desc e{};
-    e.name    = SD_CPU_KERNEL_LINEAR_I8_GATE_RESIDUAL;
-    e.op      = GGML_OP_NONE; // fusion only
-    e.match   = epilogue_match;
-    e.prepare = epilogue_prepare;
-    e.execute = epilogue_execute;
-    e.destroy = destroy_linear;
-
-    bool ok = true;
-    for (const ggml_ext_kernel_desc * d : {&q, &l, &e}) {
-        if (!ggml_ext_register_kernel(dev, d)) {
-            fprintf(stderr, "sd int8: kernel registration failed: %s\n", ggml_ext_last_error());
-            ok = false;
+    return once(dev, [&] {
+        const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
+        const ggml_ext_op_t lop = sd_op_linear_i8();
+        if (!qop || !lop) {
+            fprintf(stderr, "sd int8: operators not registered; CPU INT8 kernels not registered\n");
+            return false;
         }
-    }
-    return result[dev] = ok;
+        using namespace sd_kernels;
+        return register_all(dev,
+                            {op_kernel("sd.cpu.quantize_i8_convrot", qop, quant_supports, quant_prepare, quant_execute,
+                                       destroy_quant),
+                             op_kernel("sd.cpu.linear_i8", lop, linear_supports, linear_prepare, linear_execute,
+                                       destroy_linear),
+                             fusion_rule(SD_CPU_KERNEL_LINEAR_I8_GATE_RESIDUAL, epilogue_match, nullptr,
+                                         epilogue_prepare, epilogue_execute, destroy_linear)},
+                            "sd int8");
+    });
 }

@@ -23,6 +23,7 @@
 #include "rms-norm-cpu.h"
 
 #include "../ggml_extensions.h"
+#include "../kernel_desc.h"
 #include "ggml-cpu.h"
 #include "ggml-graph.h"
 
@@ -319,14 +320,10 @@ void fused_destroy(void * state, void *) { delete static_cast<nq_state *>(state)
 
 bool sd_cpu_register_norm_quant(ggml_backend_dev_t dev, const struct ggml_ext_cpu_parallel_v1 * svc) {
     if (sd_op_quantize_i8_convrot() == 0) return false;
-    ggml_ext_kernel_desc f{};
-    f.name      = SD_CPU_KERNEL_RMS_NORM_MOD_QUANTIZE;
-    f.op        = GGML_OP_NONE; // fusion only: claims no single-node support
-    f.match     = fused_match;
-    f.prepare   = fused_prepare;
-    f.execute   = fused_execute;
-    f.destroy   = fused_destroy;
     // the service table is static in the CPU backend, so it outlives the registration
-    f.user_data = const_cast<ggml_ext_cpu_parallel_v1 *>(svc);
-    return ggml_ext_register_kernel(dev, &f);
+    void * ctx = const_cast<ggml_ext_cpu_parallel_v1 *>(svc);
+    return sd_kernels::register_all(dev,
+                                    {sd_kernels::fusion_rule(SD_CPU_KERNEL_RMS_NORM_MOD_QUANTIZE, fused_match, nullptr,
+                                                             fused_prepare, fused_execute, fused_destroy, ctx)},
+                                    "sd norm-quant");
 }

@@ -13,6 +13,7 @@
 #include "rms-norm-cpu.h"
 
 #include "../ggml_extensions.h"
+#include "../kernel_desc.h"
 #include "ggml-cpu.h"
 
 #include <algorithm>
@@ -325,22 +326,11 @@ bool sd_cpu_register_rope(ggml_backend_dev_t dev, const ggml_ext_cpu_parallel_v1
     // the service table is static in the CPU backend, so it outlives every registration
     void * ctx = const_cast<ggml_ext_cpu_parallel_v1 *>(svc);
 
-    ggml_ext_kernel_desc k{};
-    k.name      = SD_CPU_KERNEL_ROPE_APPLY;
-    k.op        = GGML_OP_CUSTOM;
-    k.custom_op = sd_op_rope_apply();
-    k.supports  = rope_supports;
-    k.prepare   = rope_prepare;
-    k.execute   = rope_execute;
-    k.user_data = ctx;
-    if (!ggml_ext_register_kernel(dev, &k)) return false;
-
-    ggml_ext_kernel_desc f{};
-    f.name      = SD_CPU_KERNEL_RMS_NORM_MUL_ROPE;
-    f.op        = GGML_OP_NONE; // fusion only: claims no single-node support
-    f.match     = fused_match;
-    f.prepare   = fused_prepare;
-    f.execute   = fused_execute;
-    f.user_data = ctx;
-    return ggml_ext_register_kernel(dev, &f);
+    using namespace sd_kernels;
+    return register_all(dev,
+                        {op_kernel(SD_CPU_KERNEL_ROPE_APPLY, sd_op_rope_apply(), rope_supports, rope_prepare, rope_execute,
+                                   nullptr, ctx),
+                         fusion_rule(SD_CPU_KERNEL_RMS_NORM_MUL_ROPE, fused_match, nullptr, fused_prepare, fused_execute,
+                                     nullptr, ctx)},
+                        "sd rope");
 }

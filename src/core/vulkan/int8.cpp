@@ -20,7 +20,9 @@
 
 #include "int8.h"
 
+#include "../chain_match.h"
 #include "../ggml_extensions.h"
+#include "../kernel_desc.h"
 #include "graph_delay.h"
 #include "vk_service.h"
 
@@ -28,8 +30,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -353,33 +353,18 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
 // adds the residual, each step rounded separately like the native MUL and ADD, so the linear's
 // output and the product are never written. The same chains as the CPU rule.
 
-bool is_f32_like(const ggml_tensor * t, const ggml_tensor * shape) {
-    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_are_same_shape(t, shape);
-}
+using sd_chain::is_f32_like;
 
-// The operand of the binary node b that is not `chain` (NULL unless exactly one src is chain).
-const ggml_tensor * other_src(const ggml_tensor * b, const ggml_tensor * chain) {
-    if (!b->src[0] || !b->src[1] || b->src[2]) return nullptr;
-    if (b->src[0] == chain && b->src[1] != chain) return b->src[1];
-    if (b->src[1] == chain && b->src[0] != chain) return b->src[0];
-    return nullptr;
-}
-
-// The gate of MUL(lin, gate) / MUL(gate, lin) when it is one F32 value per output channel.
+// The gate (one F32 value per output channel, sd_chain::gate_of) and the residual, each bound as
+// 32-bit words.
 const ggml_tensor * gate_of(const ggml_tensor * mul, const ggml_tensor * lin) {
-    if (mul->op != GGML_OP_MUL || !is_f32_like(mul, lin)) return nullptr;
-    const ggml_tensor * g = other_src(mul, lin);
-    if (!g || g->type != GGML_TYPE_F32 || !ggml_is_contiguous(g) || g->ne[0] != lin->ne[0] || g->ne[1] != 1 ||
-        g->ne[2] != 1 || g->ne[3] != 1 || !word_aligned(g))
-        return nullptr;
-    return g;
+    const ggml_tensor * g = sd_chain::gate_of(mul, lin);
+    return g && word_aligned(g) ? g : nullptr;
 }
 
-// The residual of ADD(residual, v) / ADD(v, residual): same shape as v, F32 and contiguous.
 const ggml_tensor * residual_of(const ggml_tensor * add, const ggml_tensor * v) {
-    if (add->op != GGML_OP_ADD || !is_f32_like(add, v)) return nullptr;
-    const ggml_tensor * r = other_src(add, v);
-    return r && is_f32_like(r, v) && word_aligned(r) ? r : nullptr;
+    const ggml_tensor * r = sd_chain::residual_of(add, v);
+    return r && word_aligned(r) ? r : nullptr;
 }
 
 struct epilogue_chain {
@@ -563,57 +548,24 @@ void swiglu_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
 } // namespace
 
 bool sd_vulkan_register_int8(ggml_backend_dev_t dev) {
-    static std::mutex                         mu;
-    static std::map<ggml_backend_dev_t, bool> result;
-    std::lock_guard<std::mutex>               lock(mu);
+    static sd_kernels::once_per_device once;
     if (!dev) return false;
     if (!sd_vk::service(dev)) return true; // not a Vulkan device
-    const auto known = result.find(dev);
-    if (known != result.end()) return known->second;
-    const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
-    const ggml_ext_op_t lop = sd_op_linear_i8();
-    if (!qop || !lop) {
-        fprintf(stderr, "sd vulkan int8: operators not registered\n");
-        return result[dev] = false;
-    }
-    ggml_ext_kernel_desc q{};
-    q.name      = SD_VK_KERNEL_QUANTIZE_I8;
-    q.op        = GGML_OP_CUSTOM;
-    q.custom_op = qop;
-    q.supports  = quant_supports;
-    q.prepare   = quant_prepare;
-    q.execute   = quant_execute;
-
-    ggml_ext_kernel_desc l{};
-    l.name      = SD_VK_KERNEL_LINEAR_I8;
-    l.op        = GGML_OP_CUSTOM;
-    l.custom_op = lop;
-    l.supports  = linear_supports;
-    l.prepare   = linear_prepare;
-    l.execute   = linear_execute;
-
-    ggml_ext_kernel_desc e{};
-    e.name    = SD_VK_KERNEL_LINEAR_I8_GATE_RES;
-    e.op      = GGML_OP_NONE; // fusion only
-    e.match   = epilogue_match;
-    e.optimize = epilogue_optimize;
-    e.prepare = epilogue_prepare;
-    e.execute = epilogue_execute;
-
-    ggml_ext_kernel_desc sw{};
-    sw.name    = SD_VK_KERNEL_LINEAR_I8_SWIGLU;
-    sw.op      = GGML_OP_NONE; // fusion only
-    sw.match   = swiglu_match;
-    sw.optimize = swiglu_optimize;
-    sw.prepare = swiglu_prepare;
-    sw.execute = swiglu_execute;
-
-    bool ok = true;
-    for (const ggml_ext_kernel_desc * d : {&q, &l, &e, &sw}) {
-        if (!ggml_ext_register_kernel(dev, d)) {
-            fprintf(stderr, "sd vulkan int8: kernel registration failed: %s\n", ggml_ext_last_error());
-            ok = false;
+    return once(dev, [&] {
+        const ggml_ext_op_t qop = sd_op_quantize_i8_convrot();
+        const ggml_ext_op_t lop = sd_op_linear_i8();
+        if (!qop || !lop) {
+            fprintf(stderr, "sd vulkan int8: operators not registered\n");
+            return false;
         }
-    }
-    return result[dev] = ok;
+        using namespace sd_kernels;
+        return register_all(
+            dev,
+            {op_kernel(SD_VK_KERNEL_QUANTIZE_I8, qop, quant_supports, quant_prepare, quant_execute),
+             op_kernel(SD_VK_KERNEL_LINEAR_I8, lop, linear_supports, linear_prepare, linear_execute),
+             fusion_rule(SD_VK_KERNEL_LINEAR_I8_GATE_RES, epilogue_match, epilogue_optimize, epilogue_prepare,
+                         epilogue_execute),
+             fusion_rule(SD_VK_KERNEL_LINEAR_I8_SWIGLU, swiglu_match, swiglu_optimize, swiglu_prepare, swiglu_execute)},
+            "sd vulkan int8");
+    });
 }

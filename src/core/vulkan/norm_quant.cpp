@@ -12,7 +12,9 @@
 #include "int8.h"
 #include "norm_quant.h"
 
+#include "../chain_match.h"
 #include "../ggml_extensions.h"
+#include "../kernel_desc.h"
 #include "graph_delay.h"
 #include "ggml-graph.h"
 #include "vk_service.h"
@@ -20,8 +22,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <vector>
 
 namespace {
@@ -33,17 +33,7 @@ bool is_channel_vec(const ggml_tensor * t, int64_t K) {
            t->ne[2] == 1 && t->ne[3] == 1 && (t->view_src == nullptr || t->view_offs % 4 == 0);
 }
 
-bool f32_same(const ggml_tensor * t, const ggml_tensor * shape) {
-    return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_are_same_shape(t, shape);
-}
-
-// The operand of binary node b that is not `chain` (NULL unless exactly one src is chain).
-const ggml_tensor * other_src(const ggml_tensor * b, const ggml_tensor * chain) {
-    if (!b->src[0] || !b->src[1] || b->src[2]) return nullptr;
-    if (b->src[0] == chain && b->src[1] != chain) return b->src[1];
-    if (b->src[1] == chain && b->src[0] != chain) return b->src[0];
-    return nullptr;
-}
+using sd_chain::other_src;
 
 struct mod_chain {
     const ggml_tensor *x = nullptr, *w1 = nullptr, *ms = nullptr, *sh = nullptr;
@@ -56,7 +46,7 @@ bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, mod_chain &
         add1->op != GGML_OP_ADD || add2->op != GGML_OP_ADD || ggml_ext_get_op(q) != sd_op_quantize_i8_convrot())
         return false;
     c.x = norm->src[0];
-    if (!c.x || !f32_same(c.x, norm) || !f32_same(norm, norm)) return false;
+    if (!c.x || !sd_chain::is_f32_like(c.x, norm) || !sd_chain::is_f32_like(norm, norm)) return false;
     const int64_t K = c.x->ne[0];
     c.w1 = other_src(mul1, norm);
     c.ms = other_src(mul2, mul1);
@@ -66,7 +56,7 @@ bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, mod_chain &
     const bool add_ok = (add1->src[0] == mul1 && add1->src[1] == mul2) || (add1->src[0] == mul2 && add1->src[1] == mul1);
     if (!add_ok || add1->src[2]) return false;
     for (const ggml_tensor * t : {mul1, mul2, add1, add2})
-        if (!f32_same(t, norm)) return false;
+        if (!sd_chain::is_f32_like(t, norm)) return false;
     if (q->src[0] != add2 || (dev && !sd_vulkan_quantize_supported(dev, q))) return false;
     memcpy(&c.eps, norm->op_params, sizeof(float));
     if (!dev) return true;
@@ -173,21 +163,13 @@ void mod_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
 } // namespace
 
 bool sd_vulkan_register_norm_quant(ggml_backend_dev_t dev) {
-    static std::mutex                         mu;
-    static std::map<ggml_backend_dev_t, bool> result;
-    std::lock_guard<std::mutex>               lock(mu);
+    static sd_kernels::once_per_device once;
     if (!dev) return false;
     if (!sd_vk::service(dev)) return true; // not a Vulkan device
-    const auto known = result.find(dev);
-    if (known != result.end()) return known->second;
-    ggml_ext_kernel_desc f{};
-    f.name    = SD_VK_KERNEL_MODULATION_QUANTIZE;
-    f.op      = GGML_OP_NONE; // fusion only
-    f.match   = mod_match;
-    f.optimize = mod_optimize;
-    f.prepare = mod_prepare;
-    f.execute = mod_execute;
-    const bool ok = ggml_ext_register_kernel(dev, &f);
-    if (!ok) fprintf(stderr, "sd vulkan norm-quant: kernel registration failed: %s\n", ggml_ext_last_error());
-    return result[dev] = ok;
+    return once(dev, [&] {
+        return sd_kernels::register_all(dev,
+                                        {sd_kernels::fusion_rule(SD_VK_KERNEL_MODULATION_QUANTIZE, mod_match, mod_optimize,
+                                                                 mod_prepare, mod_execute)},
+                                        "sd vulkan norm-quant");
+    });
 }

@@ -12,6 +12,7 @@
 #include "rope.h"
 
 #include "../ggml_extensions.h"
+#include "../kernel_desc.h"
 #include "graph_delay.h"
 #include "vk_service.h"
 
@@ -19,8 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <vector>
 
 namespace {
@@ -229,37 +228,17 @@ void fused_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
 } // namespace
 
 bool sd_vulkan_register_rope(ggml_backend_dev_t dev) {
-    static std::mutex                         mu;
-    static std::map<ggml_backend_dev_t, bool> result;
-    std::lock_guard<std::mutex>               lock(mu);
+    static sd_kernels::once_per_device once;
     if (!dev) return false;
     if (!sd_vk::service(dev)) return true; // not a Vulkan device
-    const auto known = result.find(dev);
-    if (known != result.end()) return known->second;
-    if (sd_op_rope_apply() == 0) return result[dev] = false;
-
-    ggml_ext_kernel_desc k{};
-    k.name      = SD_VK_KERNEL_ROPE_APPLY;
-    k.op        = GGML_OP_CUSTOM;
-    k.custom_op = sd_op_rope_apply();
-    k.supports  = rope_supports;
-    k.prepare   = rope_prepare;
-    k.execute   = rope_execute;
-
-    ggml_ext_kernel_desc f{};
-    f.name    = SD_VK_KERNEL_RMS_NORM_MUL_ROPE;
-    f.op      = GGML_OP_NONE; // fusion only
-    f.match   = fused_match;
-    f.optimize = fused_optimize;
-    f.prepare = rope_prepare;
-    f.execute = fused_execute;
-
-    bool ok = true;
-    for (const ggml_ext_kernel_desc * d : {&k, &f}) {
-        if (!ggml_ext_register_kernel(dev, d)) {
-            fprintf(stderr, "sd vulkan rope: kernel registration failed: %s\n", ggml_ext_last_error());
-            ok = false;
-        }
-    }
-    return result[dev] = ok;
+    return once(dev, [&] {
+        if (sd_op_rope_apply() == 0) return false;
+        using namespace sd_kernels;
+        return register_all(dev,
+                            {op_kernel(SD_VK_KERNEL_ROPE_APPLY, sd_op_rope_apply(), rope_supports, rope_prepare,
+                                       rope_execute),
+                             fusion_rule(SD_VK_KERNEL_RMS_NORM_MUL_ROPE, fused_match, fused_optimize, rope_prepare,
+                                         fused_execute)},
+                            "sd vulkan rope");
+    });
 }
