@@ -10,6 +10,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace {
@@ -109,13 +113,46 @@ TEST(ClientApi, CpuFeatureQueriesAreConsistent) {
         EXPECT_EQ(ggml_cpu_has_avx(), 1);
         EXPECT_EQ(ggml_cpu_has_fma(), 1);
     }
-    if (ggml_cpu_has_avx2()) EXPECT_EQ(ggml_cpu_has_avx(), 1);
-    if (ggml_cpu_has_avx()) EXPECT_EQ(ggml_cpu_has_sse3(), 1);
+    if (ggml_cpu_has_avx2()) {
+        EXPECT_EQ(ggml_cpu_has_avx(), 1);
+    }
+    if (ggml_cpu_has_avx()) {
+        EXPECT_EQ(ggml_cpu_has_sse3(), 1);
+    }
 #if defined(__x86_64__)
     EXPECT_EQ(ggml_cpu_has_neon(), 0);
     EXPECT_EQ(ggml_cpu_has_sve(), 0);
 #endif
 }
+
+#if defined(__x86_64__) && defined(__linux__)
+// The feature queries come from CPUID (cpu-features.cpp), not from the compiler's
+// __builtin_cpu_supports (clang 14 does not know every feature name); the kernel's view of the
+// same CPU is /proc/cpuinfo's flags line.
+TEST(ClientApi, CpuFeatureQueriesMatchProcCpuinfo) {
+    std::ifstream in("/proc/cpuinfo");
+    std::string   line;
+    std::set<std::string> flags;
+    while (std::getline(in, line)) {
+        if (line.rfind("flags", 0) != 0) continue;
+        std::istringstream words(line.substr(line.find(':') + 1));
+        for (std::string w; words >> w;) flags.insert(w);
+        break;
+    }
+    if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
+    const struct {
+        const char * flag;
+        int (*query)(void);
+    } pairs[] = {
+        {"pni", ggml_cpu_has_sse3},           {"ssse3", ggml_cpu_has_ssse3}, {"avx", ggml_cpu_has_avx},
+        {"avx2", ggml_cpu_has_avx2},          {"fma", ggml_cpu_has_fma},     {"f16c", ggml_cpu_has_f16c},
+        {"bmi2", ggml_cpu_has_bmi2},          {"avx_vnni", ggml_cpu_has_avx_vnni},
+        {"avx512f", ggml_cpu_has_avx512},     {"avx512vbmi", ggml_cpu_has_avx512_vbmi},
+        {"avx512_vnni", ggml_cpu_has_avx512_vnni}, {"avx512_bf16", ggml_cpu_has_avx512_bf16},
+    };
+    for (const auto & p : pairs) EXPECT_EQ(p.query(), flags.count(p.flag) ? 1 : 0) << p.flag;
+}
+#endif
 
 TEST(ClientApi, LoadAllKeepsTheBuiltInRegistry) {
     ggml_backend_load_all();

@@ -49,19 +49,6 @@ template <class F> void for_each_element(const ggml_tensor * t, F f) {
                 for (int64_t i0 = 0; i0 < t->ne[0]; ++i0) f(element_nd(t, (int) i0, (int) i1, (int) i2, (int) i3));
 }
 
-bool x86_has(const char * feature) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_strcmp(feature, "sse3") == 0) return __builtin_cpu_supports("sse3");
-    if (__builtin_strcmp(feature, "ssse3") == 0) return __builtin_cpu_supports("ssse3");
-    if (__builtin_strcmp(feature, "avx") == 0) return __builtin_cpu_supports("avx");
-    if (__builtin_strcmp(feature, "bmi2") == 0) return __builtin_cpu_supports("bmi2");
-    if (__builtin_strcmp(feature, "avx512vbmi") == 0) return __builtin_cpu_supports("avx512vbmi");
-    if (__builtin_strcmp(feature, "avxvnni") == 0) return __builtin_cpu_supports("avxvnni");
-#endif
-    (void) feature;
-    return false;
-}
 
 } // namespace
 
@@ -103,14 +90,14 @@ enum ggml_status ggml_graph_compute_with_ctx(struct ggml_context * ctx, struct g
     return st;
 }
 
-int ggml_cpu_has_sse3(void) { return x86_has("sse3") ? 1 : 0; }
-int ggml_cpu_has_ssse3(void) { return x86_has("ssse3") ? 1 : 0; }
-int ggml_cpu_has_avx(void) { return x86_has("avx") ? 1 : 0; }
-int ggml_cpu_has_avx_vnni(void) { return x86_has("avxvnni") ? 1 : 0; }
-int ggml_cpu_has_bmi2(void) { return x86_has("bmi2") ? 1 : 0; }
+int ggml_cpu_has_sse3(void) { return ggml_cpu_get_features().sse3 ? 1 : 0; }
+int ggml_cpu_has_ssse3(void) { return ggml_cpu_get_features().ssse3 ? 1 : 0; }
+int ggml_cpu_has_avx(void) { return ggml_cpu_get_features().avx ? 1 : 0; }
+int ggml_cpu_has_avx_vnni(void) { return ggml_cpu_get_features().avx_vnni ? 1 : 0; }
+int ggml_cpu_has_bmi2(void) { return ggml_cpu_get_features().bmi2 ? 1 : 0; }
 int ggml_cpu_has_f16c(void) { return ggml_cpu_get_features().f16c ? 1 : 0; }
 int ggml_cpu_has_fma(void) { return ggml_cpu_get_features().fma ? 1 : 0; }
-int ggml_cpu_has_avx512_vbmi(void) { return x86_has("avx512vbmi") ? 1 : 0; }
+int ggml_cpu_has_avx512_vbmi(void) { return ggml_cpu_get_features().avx512_vbmi ? 1 : 0; }
 int ggml_cpu_has_neon(void) { return 0; }
 int ggml_cpu_has_arm_fma(void) { return 0; }
 int ggml_cpu_has_fp16_va(void) { return 0; }

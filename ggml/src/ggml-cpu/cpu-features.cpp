@@ -67,6 +67,9 @@ ggml_cpu_features detect() {
     const bool os_tile = (xcr0 & (3ull << 17)) == (3ull << 17); // XTILECFG + XTILEDATA
 
     const bool avx = bit(l1.ecx, 28) && os_ymm;
+    f.sse3         = bit(l1.ecx, 0);
+    f.ssse3        = bit(l1.ecx, 9);
+    f.avx          = avx;
     f.fma          = avx && bit(l1.ecx, 12);
     f.f16c         = avx && bit(l1.ecx, 29);
 
@@ -77,8 +80,11 @@ ggml_cpu_features detect() {
         f.avx512bw    = f.avx512f && bit(l7.ebx, 30);
         f.avx512vl    = f.avx512f && bit(l7.ebx, 31);
         f.avx512_vnni = f.avx512f && bit(l7.ecx, 11);
+        f.avx512_vbmi = f.avx512f && bit(l7.ecx, 1);
+        f.bmi2        = bit(l7.ebx, 8);
         if (l7.eax >= 1) {
             const cpuid_regs l71 = cpuid(7, 1);
+            f.avx_vnni    = avx && bit(l71.eax, 4);
             f.avx512_bf16 = f.avx512f && bit(l71.eax, 5);
         }
         f.amx_tile = os_tile && bit(l7.edx, 24);

@@ -5,6 +5,11 @@
 // needs (XCR0), so a kernel may use it when the compiler also targeted it.
 
 struct ggml_cpu_features {
+    bool sse3        = false;
+    bool ssse3       = false;
+    bool avx         = false;
+    bool bmi2        = false;
+    bool avx_vnni    = false; // the VEX-encoded VNNI (AVX-VNNI), not AVX512-VNNI
     bool avx2        = false;
     bool fma         = false;
     bool f16c        = false;
@@ -13,6 +18,7 @@ struct ggml_cpu_features {
     bool avx512vl    = false;
     bool avx512_vnni = false;
     bool avx512_bf16 = false;
+    bool avx512_vbmi = false;
     bool amx_tile    = false; // CPUID + XCR0 only; see ggml_cpu_amx_request_permission
     bool amx_int8    = false;
     bool amx_bf16    = false;

@@ -11,6 +11,8 @@
 //   portable (no AVX-512, or ggml_backend_cpu_set_use_ref): sequential double sum,
 //            scale kept in double, y = float(double(x) * scale).
 
+#include "ggml-cpu.h"
+
 #include <cmath>
 #include <cstdint>
 
@@ -30,9 +32,10 @@ namespace sd_cpu_rms {
 // portable reference path (ggml_backend_cpu_set_use_ref; checked by the caller).
 inline bool cpu_has_avx512_rms_path() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
-    static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") &&
-                            __builtin_cpu_supports("f16c");
+    // the backend's own CPUID answers where ggml-cpu.h has them (clang 14's __builtin_cpu_supports
+    // does not know "f16c")
+    static const bool yes = ggml_cpu_has_avx512() && __builtin_cpu_supports("avx512bw") &&
+                            __builtin_cpu_supports("avx512vl") && ggml_cpu_has_fma() && ggml_cpu_has_f16c();
     return yes;
 #else
     return false;
