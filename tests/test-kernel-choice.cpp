@@ -108,6 +108,19 @@ TEST_F(KernelChoice, each_runnable_kernel_runs_bf16_mul_mat_when_forced) {
     EXPECT_EQ(kernel_of(g), "portable");
 }
 
+TEST_F(KernelChoice, f16_activations_name_the_fast_kernel_they_are_widened_for) {
+    if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: the portable GEMM runs every type";
+    // upstream's conv_2d composition: an F16 im2col matrix as src1; it is widened to F32 and runs
+    // the AVX-512 GEMM, so the label must not say "portable" (bench rows would misname it)
+    one_op g;
+    ggml_tensor * w = g.in(GGML_TYPE_F16, 96, 70);
+    ggml_tensor * x = g.in(GGML_TYPE_F16, 96, 40);
+    g.finish(ggml_mul_mat(g.ctx, w, x));
+    EXPECT_EQ(kernel_of(g), "avx512 f32fma, src1 widened to f32");
+    ggml_backend_cpu_set_use_ref(g.be, true);
+    EXPECT_EQ(kernel_of(g), "portable");
+}
+
 TEST_F(KernelChoice, f32fma_bf16_mul_mat_equals_f32_gemm_of_the_widened_weights) {
     if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: the portable GEMM runs every type";
     // f32fma widens BF16 exactly while packing and runs the F32 micro-kernel: bit-identical to

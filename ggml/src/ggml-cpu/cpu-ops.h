@@ -131,6 +131,10 @@ size_t ggml_cpu_flash_attn_ext_work_size(const struct ggml_tensor * dst, int n_t
 bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst);
 bool ggml_cpu_flash_attn_ext_supported(const struct ggml_tensor * dst);
 
+// The name of the fast kernel a float-weight MUL_MAT runs (the AVX-512 path's name, marked where
+// F16/BF16 activations are widened to F32 first), or NULL where the portable kernel runs.
+const char * ggml_cpu_mul_mat_float_kernel(const struct ggml_tensor * dst);
+
 // Split n items into nth near-equal contiguous ranges; this thread's range is [*i0, *i1).
 static inline void ggml_cpu_split_range(int64_t n, int ith, int nth, int64_t * i0, int64_t * i1) {
     const int64_t per = (n + nth - 1) / nth;

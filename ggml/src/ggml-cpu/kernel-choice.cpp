@@ -242,7 +242,7 @@ extern "C" const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu,
             if (ggml_cpu_mul_mat_quant_applies(node)) {
                 return ggml_cpu_mul_mat_quant_kernel(node, backend_cpu && ggml_backend_cpu_get_use_ref(backend_cpu));
             }
-            const char * k = fast ? ggml_cpu_mul_mat_x86_kernel(node) : nullptr;
+            const char * k = fast ? ggml_cpu_mul_mat_float_kernel(node) : nullptr;
             return k ? k : "portable";
         }
         case GGML_OP_FLASH_ATTN_EXT:

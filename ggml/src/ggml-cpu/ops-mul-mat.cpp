@@ -148,6 +148,25 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
     return std::max(portable, fast);
 }
 
+const char * ggml_cpu_mul_mat_float_kernel(const struct ggml_tensor * dst) {
+    if (const char * k = ggml_cpu_mul_mat_x86_kernel(dst)) return k;
+    struct ggml_tensor b32, d32;
+    if (!widened_node(dst, &b32, &d32)) return nullptr;
+    const char * k = ggml_cpu_mul_mat_x86_kernel(&d32);
+    if (!k) return nullptr;
+    // the x86 names are a fixed set of literals; each gets its widened variant once
+    static const char * const names[][2] = {
+        {"avx512 small-M dot (f32)", "avx512 small-M dot (f32), src1 widened to f32"},
+        {"avx512 f32fma", "avx512 f32fma, src1 widened to f32"},
+        {"avx512 bf16dot", "avx512 bf16dot, src1 widened to f32"},
+        {"amx bf16", "amx bf16, src1 widened to f32"},
+    };
+    for (const auto & n : names) {
+        if (strcmp(n[0], k) == 0) return n[1];
+    }
+    return "avx512, src1 widened to f32";
+}
+
 void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     if (ggml_cpu_mul_mat_quant_applies(dst)) {
         ggml_cpu_mul_mat_quant(params, dst);
