@@ -1,6 +1,6 @@
 // The fast (AVX512-VNNI) quantized dot-product tiles (ggml/src/ggml-cpu/quant-dot-fast.h) against
 // the reference vec_dot_ref (ggml/src/ggml-quants.h), directly on blocks, for every type with a
-// fast kernel: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+// fast kernel: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K.
 //
 // Both compute the same integer sums per block; they differ only in the order of the F32 scaling
 // and summation. Bounds:
@@ -11,7 +11,7 @@
 //   - random blocks (random bits for quants and scales, random F16 scales, activations from the
 //     reference quantizer): |fast - ref| <= (n_blocks + 16) * 2^-23 * S, where S = sum over elements
 //     of (|w_k| + 2 |dmin m|) * |a_k| in double (w, a dequantized; dmin m the sub-block's min
-//     offset, 0 for the symmetric types): each of the two results is an F32 sum of at most
+//     offset, m the block's for Q4_1 / Q5_1, 0 for the symmetric types): each of the two results is an F32 sum of at most
 //     n_blocks + 16 terms whose magnitudes add up to at most S, so each is within (n + 16) u S of
 //     the exact value (u = 2^-24).
 // Several row and column counts cover full and exact-size edge tiles (micro-tiles of 2 x 8 and 4 x 4).
@@ -29,7 +29,10 @@
 
 namespace {
 
-const ggml_type k_fast_types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+const ggml_type k_fast_types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_1,
+                                  GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+
+bool affine_32(ggml_type t) { return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1; }
 
 uint16_t f16_bits(float f) { return ggml_fp32_to_fp16(f); }
 
@@ -50,6 +53,9 @@ void set_weight_scales(ggml_type t, uint8_t * row, int64_t nblk, std::mt19937 & 
         switch (t) {
             case GGML_TYPE_Q8_0: ((block_q8_0 *) row)[b].d = pick(); break;
             case GGML_TYPE_Q4_0: ((block_q4_0 *) row)[b].d = pick(); break;
+            case GGML_TYPE_Q5_0: ((block_q5_0 *) row)[b].d = pick(); break;
+            case GGML_TYPE_Q4_1: ((block_q4_1 *) row)[b].d = pick(); ((block_q4_1 *) row)[b].m = pick(); break;
+            case GGML_TYPE_Q5_1: ((block_q5_1 *) row)[b].d = pick(); ((block_q5_1 *) row)[b].m = pick(); break;
             case GGML_TYPE_Q4_K: ((block_q4_K *) row)[b].d = pick(); ((block_q4_K *) row)[b].dmin = pick(); break;
             case GGML_TYPE_Q5_K: ((block_q5_K *) row)[b].d = pick(); ((block_q5_K *) row)[b].dmin = pick(); break;
             case GGML_TYPE_Q6_K: ((block_q6_K *) row)[b].d = pick(); break;
@@ -100,6 +106,17 @@ void fill_activations(operands & o, int q, bool alt) {
             for (int64_t i = 0; i < o.K / QK8_0; ++i) {
                 b[i].d = 0x3C00;
                 for (int j = 0; j < QK8_0; ++j) b[i].qs[j] = (int8_t) (alt && (j + c) % 2 ? -q - 1 : q);
+            }
+        } else if (tr->vec_dot_type == GGML_TYPE_Q8_1) {
+            block_q8_1 * b = (block_q8_1 *) row;
+            for (int64_t i = 0; i < o.K / QK8_1; ++i) {
+                b[i].d = 0x3C00;
+                int s  = 0;
+                for (int j = 0; j < QK8_1; ++j) {
+                    b[i].qs[j] = (int8_t) (alt && (j + c) % 2 ? -q - 1 : q);
+                    s += b[i].qs[j];
+                }
+                b[i].s = f16_bits((float) s); // |s| <= 4096 and even or small: exact in F16
             }
         } else {
             ASSERT_EQ(tr->vec_dot_type, GGML_TYPE_Q8_K);
@@ -174,6 +191,14 @@ double magnitude(const operands & o, int r, int c) {
     std::vector<float>            w(o.K), a(o.K), off(o.K, 0.0f);
     ggml_get_type_traits(o.type)->to_float(o.w.data() + r * o.ws, w.data(), o.K);
     ggml_get_type_traits(tr->vec_dot_type)->to_float(o.x.data() + c * o.xs, a.data(), o.K);
+    if (affine_32(o.type)) {
+        // the same row with d = 0 dequantizes to each block's m
+        std::vector<uint8_t> z(o.w.begin() + r * o.ws, o.w.begin() + (r + 1) * o.ws);
+        for (int64_t i = 0; i < o.K / 32; ++i) {
+            if (o.type == GGML_TYPE_Q4_1) ((block_q4_1 *) z.data())[i].d = 0; else ((block_q5_1 *) z.data())[i].d = 0;
+        }
+        ggml_get_type_traits(o.type)->to_float(z.data(), off.data(), o.K);
+    }
     if (o.type == GGML_TYPE_Q4_K || o.type == GGML_TYPE_Q5_K) {
         // the same row with d = 0 dequantizes to -dmin * m of each element's sub-block
         std::vector<uint8_t> z(o.w.begin() + r * o.ws, o.w.begin() + (r + 1) * o.ws);
@@ -257,6 +282,9 @@ INSTANTIATE_TEST_SUITE_P(Fast, QuantDot, ::testing::ValuesIn(k_fast_types),
                              switch (i.param) {
                                  case GGML_TYPE_Q8_0: return std::string("q8_0");
                                  case GGML_TYPE_Q4_0: return std::string("q4_0");
+                                 case GGML_TYPE_Q5_0: return std::string("q5_0");
+                                 case GGML_TYPE_Q4_1: return std::string("q4_1");
+                                 case GGML_TYPE_Q5_1: return std::string("q5_1");
                                  case GGML_TYPE_Q4_K: return std::string("q4_K");
                                  case GGML_TYPE_Q5_K: return std::string("q5_K");
                                  default: return std::string("q6_K");

@@ -1,6 +1,7 @@
-// quant-dot-fast-avx512.cpp — AVX-512 + VNNI tiles for MUL_MAT with Q8_0, Q4_0, Q4_K, Q5_K and Q6_K
-// weights (interface: quant-dot-fast.h). Activations arrive quantized by the reference quantizer
-// (Q8_0 blocks for Q8_0/Q4_0, Q8_K blocks for the K-quants), so every integer sum here equals
+// quant-dot-fast-avx512.cpp — AVX-512 + VNNI tiles for MUL_MAT with Q8_0, Q4_0, Q5_0, Q4_1, Q5_1,
+// Q4_K, Q5_K and Q6_K weights (interface: quant-dot-fast.h). Activations arrive quantized by the
+// reference quantizer (Q8_0 blocks for Q8_0/Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants),
+// so every integer sum here equals
 // vec_dot_ref's; only the F32 scaling and summation order differ.
 //
 // Why the tiles look like this: vpdpbusd multiplies unsigned by signed bytes into 16 int32 lanes
@@ -11,7 +12,9 @@
 //  - Q8_0 (signed x signed): the activations are offset to unsigned (a + 128, an xor) and the
 //    weight sums times 128 are subtracted, in the int32 lanes, by starting vpdpbusd from
 //    -128 * sum(w) (itself one vpdpbusd of the weights with 0x80 bytes).
-//  - Q4_0: nibbles q are unsigned; x = d (q - 8): the accumulation starts at -8 * sum(a).
+//  - Q4_0 / Q5_0: stored quants q are unsigned; x = d (q - 8) / d (q - 16): the accumulation starts
+//    at -8 * sum(a) / -16 * sum(a). Q5_0's fifth bit is a byte-masked add of 16.
+//  - Q4_1 / Q5_1: x = d q + m; the m * s terms are a separate dot product over the blocks.
 //  - K-quants: per 32-element (Q4_K/Q5_K) or 16-element (Q6_K) sub-block, the int32 lanes of one
 //    vpdpbusd fit in int16 (|lane| <= 4 * 63 * 128), so vpdpwssd multiplies them by the integer
 //    sub-block scales and accumulates the super-block in int32; the float scale d_w * d_a is
@@ -127,8 +130,9 @@ void tile_q8_0(int64_t nblk, const char * w, size_t ws, const char * x, size_t x
 // ---------------------------------------------------------------------------------------------
 // Q4_0 weights x Q8_0 activations
 
-// 64 nibbles of blocks b, b+1 as bytes in element order (low nibbles = elements 0..15 of a block)
-inline __m512i q4_0_pair(const block_q4_0 * blk, int64_t b, bool two) {
+// 64 nibbles of blocks b, b+1 of a 32-element nibble type (Q4_0, Q4_1, and the low bits of Q5_0 /
+// Q5_1) as bytes in element order (low nibbles = elements 0..15 of a block)
+template <class B> inline __m512i nibble_pair(const B * blk, int64_t b, bool two) {
     const __m128i q0 = _mm_loadu_si128((const __m128i *) blk[b].qs);
     const __m128i q1 = two ? _mm_loadu_si128((const __m128i *) blk[b + 1].qs) : _mm_setzero_si128();
     const __m256i v  = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
@@ -139,46 +143,66 @@ inline __m512i q4_0_pair(const block_q4_0 * blk, int64_t b, bool two) {
     const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
 }
-inline __m512 q4_0_pair_d(const block_q4_0 * blk, int64_t b, bool two) {
+
+// Q5_0 / Q5_1: the nibbles plus bit 4 of element j from bit j of qh; byte i of the pair is element
+// i, so the two qh words are the byte mask of the +16 (a missing second block adds nothing)
+template <class B> inline __m512i q5_pair(const B * blk, int64_t b, bool two) {
+    uint32_t h0, h1 = 0;
+    memcpy(&h0, blk[b].qh, 4);
+    if (two) memcpy(&h1, blk[b + 1].qh, 4);
+    const __mmask64 hm = (__mmask64) h0 | ((__mmask64) h1 << 32);
+    const __m512i   q  = nibble_pair(blk, b, two);
+    return _mm512_mask_add_epi8(q, hm, q, _mm512_set1_epi8(16));
+}
+
+template <class B, bool FIVE> inline __m512i quants_pair(const B * blk, int64_t b, bool two) {
+    if constexpr (FIVE) return q5_pair(blk, b, two);
+    else return nibble_pair(blk, b, two);
+}
+
+// the F16 scale d of blocks b and b+1, lanes 0-7 / 8-15
+template <class B> inline __m512 d_pair(const B * blk, int64_t b, bool two) {
     return two_scales(h2f(blk[b].d), two ? h2f(blk[b + 1].d) : 0.0f);
 }
 
-// Repacked Q8_0 activation row for Q4_0 weights: per 64-element step the quants (signed, 64 B),
-// -8 * (sum of each lane's 4 quants) as int32 (64 B: the Q4_0 offset), and the scales (64 B).
-constexpr size_t Q4_0_STEP = 192;
+// Repacked Q8_0 activation row for x = d (q - OFFSET) weights (Q4_0: 8, Q5_0: 16): per 64-element
+// step the quants (signed, 64 B), -OFFSET * (sum of each lane's 4 quants) as int32 (64 B), and the
+// scales (64 B).
+constexpr size_t SYM_STEP = 192;
 
-size_t q4_0_act_bytes(int64_t K) { return (size_t) ((K / QK8_0 + 1) / 2) * Q4_0_STEP; }
+size_t sym_act_bytes(int64_t K) { return (size_t) ((K / QK8_0 + 1) / 2) * SYM_STEP; }
 
-void q4_0_act_repack(const void * blocks, void * row, int64_t K) {
+template <int OFFSET> void sym_act_repack(const void * blocks, void * row, int64_t K) {
     const block_q8_0 * xb   = (const block_q8_0 *) blocks;
     const int64_t      nblk = K / QK8_0;
     char *             out  = (char *) row;
-    const __m512i      k8   = _mm512_set1_epi8(8);
+    const __m512i      ko   = _mm512_set1_epi8(OFFSET);
     for (int64_t b = 0; b < nblk; b += 2) {
         const bool    two = b + 1 < nblk;
         const __m512i a   = q8_0_pair(xb, b, two);
         _mm512_storeu_si512(out, a);
-        _mm512_storeu_si512(out + 64, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k8, a)));
+        _mm512_storeu_si512(out + 64, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ko, a)));
         _mm512_storeu_ps(out + 128, q8_0_pair_d(xb, b, two));
-        out += Q4_0_STEP;
+        out += SYM_STEP;
     }
 }
 
-template <int R, int C>
-void tile_q4_0(int64_t nblk, const char * w, size_t ws, const char * x, size_t xs, float * out, size_t ldo) {
+// Q4_0 / Q5_0 weights (unsigned stored quants q, x = d (q - OFFSET)) x Q8_0 activations
+template <int R, int C, class B, bool FIVE>
+void tile_sym(int64_t nblk, const char * w, size_t ws, const char * x, size_t xs, float * out, size_t ldo) {
     __m512 acc[R][C];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nblk; b += 2) {
         const bool   two = b + 1 < nblk;
-        const char * xp  = x + (b / 2) * Q4_0_STEP;
+        const char * xp  = x + (b / 2) * SYM_STEP;
         for (int r = 0; r < R; ++r) {
-            const block_q4_0 * wb = (const block_q4_0 *) (w + r * ws);
-            const __m512i      q  = q4_0_pair(wb, b, two);
-            const __m512       wd = q4_0_pair_d(wb, b, two);
+            const B *     wb = (const B *) (w + r * ws);
+            const __m512i q  = quants_pair<B, FIVE>(wb, b, two);
+            const __m512  wd = d_pair(wb, b, two);
             for (int c = 0; c < C; ++c) {
                 const char *  xc = xp + c * xs;
-                // starts from -8 * sum(a): sum((q - 8) a) per lane
+                // starts from -OFFSET * sum(a): sum((q - OFFSET) a) per lane
                 const __m512i s  = _mm512_dpbusd_epi32(_mm512_loadu_si512((const void *) (xc + 64)), q,
                                                        _mm512_loadu_si512((const void *) xc));
                 acc[r][c]        = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_loadu_ps((const float *) (xc + 128))),
@@ -188,6 +212,91 @@ void tile_q4_0(int64_t nblk, const char * w, size_t ws, const char * x, size_t x
     }
     for (int c = 0; c < C; ++c)
         for (int r = 0; r < R; ++r) out[c * ldo + r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+template <int R, int C> void tile_q4_0(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * o, size_t l) {
+    tile_sym<R, C, block_q4_0, false>(n, w, ws, x, xs, o, l);
+}
+template <int R, int C> void tile_q5_0(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * o, size_t l) {
+    tile_sym<R, C, block_q5_0, true>(n, w, ws, x, xs, o, l);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_1 / Q5_1 weights (x = d q + m) x Q8_1 activations (a = d_a qa, s = d_a sum(qa)):
+// sum(x a) = d d_a sum(q qa) + m s per block. The first term is the Q4_0 tile's loop (no offset);
+// the second is a dot product of the row's mins with the activation row's block sums, done after
+// the loop over 16 blocks at a time (an FMA per (row, column) per step inside the loop instead ran
+// at 0.53-0.78x of our F32 GEMM at the square DiT shapes, this way 0.79-1.08x; Zen 4, 2 threads).
+
+// Repacked Q8_1 activation row: per 64-element step the quants (signed, 64 B) and the scales d_a
+// (64 B), lanes 0-7 the first block's, 8-15 the second's (an odd last block is paired with zeros);
+// then the block sums s as F32, zero-padded to a multiple of 16 blocks.
+constexpr size_t AFF_STEP = 128;
+
+int64_t affine_steps(int64_t K) { return (K / QK8_1 + 1) / 2; }
+int64_t affine_sums_padded(int64_t K) { return (K / QK8_1 + 15) / 16 * 16; }
+
+size_t affine_act_bytes(int64_t K) {
+    return (size_t) affine_steps(K) * AFF_STEP + (size_t) affine_sums_padded(K) * sizeof(float);
+}
+
+void affine_act_repack(const void * blocks, void * row, int64_t K) {
+    const block_q8_1 * xb   = (const block_q8_1 *) blocks;
+    const int64_t      nblk = K / QK8_1;
+    char *             out  = (char *) row;
+    for (int64_t b = 0; b < nblk; b += 2) {
+        const bool    two = b + 1 < nblk;
+        const __m512i a   = two ? load_two_32(xb[b].qs, xb[b + 1].qs)
+                                : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *) xb[b].qs));
+        _mm512_storeu_si512(out, a);
+        _mm512_storeu_ps(out + 64, d_pair(xb, b, two));
+        out += AFF_STEP;
+    }
+    float * sums = (float *) out;
+    for (int64_t b = 0; b < affine_sums_padded(K); ++b) sums[b] = b < nblk ? h2f(xb[b].s) : 0.0f;
+}
+
+template <int R, int C, class B, bool FIVE>
+void tile_affine(int64_t nblk, const char * w, size_t ws, const char * x, size_t xs, float * out, size_t ldo) {
+    __m512 acc[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nblk; b += 2) {
+        const bool   two = b + 1 < nblk;
+        const char * xp  = x + (b / 2) * AFF_STEP;
+        for (int r = 0; r < R; ++r) {
+            const B *     wb = (const B *) (w + r * ws);
+            const __m512i q  = quants_pair<B, FIVE>(wb, b, two);
+            const __m512  wd = d_pair(wb, b, two);
+            for (int c = 0; c < C; ++c) {
+                const char *  xc = xp + c * xs;
+                const __m512i s  = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512((const void *) xc));
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_loadu_ps((const float *) (xc + 64))),
+                                            acc[r][c]);
+            }
+        }
+    }
+    // + sum over blocks of m * s
+    const size_t sums_at = (size_t) ((nblk + 1) / 2) * AFF_STEP;
+    for (int r = 0; r < R; ++r) {
+        const B * wb = (const B *) (w + r * ws);
+        __m512    ms[C];
+        for (int c = 0; c < C; ++c) ms[c] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nblk; b0 += 16) {
+            alignas(64) float mv[16];
+            for (int i = 0; i < 16; ++i) mv[i] = b0 + i < nblk ? h2f(wb[b0 + i].m) : 0.0f;
+            const __m512 m = _mm512_load_ps(mv);
+            for (int c = 0; c < C; ++c) {
+                ms[c] = _mm512_fmadd_ps(m, _mm512_loadu_ps((const float *) (x + c * xs + sums_at) + b0), ms[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) out[c * ldo + r] = _mm512_reduce_add_ps(acc[r][c]) + _mm512_reduce_add_ps(ms[c]);
+    }
+}
+template <int R, int C> void tile_q4_1(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * o, size_t l) {
+    tile_affine<R, C, block_q4_1, false>(n, w, ws, x, xs, o, l);
+}
+template <int R, int C> void tile_q5_1(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * o, size_t l) {
+    tile_affine<R, C, block_q5_1, true>(n, w, ws, x, xs, o, l);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,12 +521,18 @@ template <typename T> void run_tiles(int64_t K, const char * w, size_t ws, int n
     }
 QDOT_KERNEL(q8_0, QK8_0, QMM_Q8_0_TR, QMM_Q8_0_TC)
 QDOT_KERNEL(q4_0, QK4_0, QMM_Q4_0_TR, QMM_Q4_0_TC)
+QDOT_KERNEL(q5_0, QK5_0, QMM_Q4_0_TR, QMM_Q4_0_TC)
+QDOT_KERNEL(q4_1, QK4_1, QMM_Q4_0_TR, QMM_Q4_0_TC)
+QDOT_KERNEL(q5_1, QK5_1, QMM_Q4_0_TR, QMM_Q4_0_TC)
 QDOT_KERNEL(q4_K, QK_K, QMM_K_TR, QMM_K_TC)
 QDOT_KERNEL(q5_K, QK_K, QMM_K_TR, QMM_K_TC)
 QDOT_KERNEL(q6_K, QK_K, QMM_K_TR, QMM_K_TC)
 
 const ggml_quant_dot_fast k_fast_q8_0 = {"avx512 vnni q8_0", entry_q8_0, q8_0_act_bytes, q8_0_act_repack};
-const ggml_quant_dot_fast k_fast_q4_0 = {"avx512 vnni q4_0", entry_q4_0, q4_0_act_bytes, q4_0_act_repack};
+const ggml_quant_dot_fast k_fast_q4_0 = {"avx512 vnni q4_0", entry_q4_0, sym_act_bytes, sym_act_repack<8>};
+const ggml_quant_dot_fast k_fast_q5_0 = {"avx512 vnni q5_0", entry_q5_0, sym_act_bytes, sym_act_repack<16>};
+const ggml_quant_dot_fast k_fast_q4_1 = {"avx512 vnni q4_1", entry_q4_1, affine_act_bytes, affine_act_repack};
+const ggml_quant_dot_fast k_fast_q5_1 = {"avx512 vnni q5_1", entry_q5_1, affine_act_bytes, affine_act_repack};
 const ggml_quant_dot_fast k_fast_q4_K = {"avx512 vnni q4_K", entry_q4_K, nullptr, nullptr};
 const ggml_quant_dot_fast k_fast_q5_K = {"avx512 vnni q5_K", entry_q5_K, nullptr, nullptr};
 const ggml_quant_dot_fast k_fast_q6_K = {"avx512 vnni q6_K", entry_q6_K, nullptr, nullptr};
@@ -432,6 +547,9 @@ const ggml_quant_dot_fast * ggml_cpu_quant_dot_fast(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q8_0: return &k_fast_q8_0;
         case GGML_TYPE_Q4_0: return &k_fast_q4_0;
+        case GGML_TYPE_Q5_0: return &k_fast_q5_0;
+        case GGML_TYPE_Q4_1: return &k_fast_q4_1;
+        case GGML_TYPE_Q5_1: return &k_fast_q5_1;
         case GGML_TYPE_Q4_K: return &k_fast_q4_K;
         case GGML_TYPE_Q5_K: return &k_fast_q5_K;
         case GGML_TYPE_Q6_K: return &k_fast_q6_K;
