@@ -187,29 +187,39 @@ template <int OFFSET> void sym_act_repack(const void * blocks, void * row, int64
     }
 }
 
-// Q4_0 / Q5_0 weights (unsigned stored quants q, x = d (q - OFFSET)) x Q8_0 activations
-template <int R, int C, class B, bool FIVE>
-void tile_sym(int64_t nblk, const char * w, size_t ws, const char * x, size_t xs, float * out, size_t ldo) {
-    __m512 acc[R][C];
+// The block loop of the 32-element nibble types: per 64-element step and (row, column) one
+// vpdpbusd of the unsigned stored quants with the signed activations, converted to F32 and scaled
+// by d * d_a into acc. AFFINE (Q4_1 / Q5_1 against the affine row layout below): the int32 sum
+// starts at 0, d_a at +64 of a 128-byte step; otherwise (Q4_0 / Q5_0, x = d (q - OFFSET)) it
+// starts at the row's -OFFSET * sum(a) (+64), d_a at +128 of a 192-byte step.
+template <int R, int C, class B, bool FIVE, bool AFFINE>
+inline void nibble_block_loop(__m512 (&acc)[R][C], int64_t nblk, const char * w, size_t ws, const char * x, size_t xs) {
+    constexpr size_t step = AFFINE ? 128 : SYM_STEP, scale_at = AFFINE ? 64 : 128;
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nblk; b += 2) {
         const bool   two = b + 1 < nblk;
-        const char * xp  = x + (b / 2) * SYM_STEP;
+        const char * xp  = x + (b / 2) * step;
         for (int r = 0; r < R; ++r) {
             const B *     wb = (const B *) (w + r * ws);
             const __m512i q  = quants_pair<B, FIVE>(wb, b, two);
             const __m512  wd = d_pair(wb, b, two);
             for (int c = 0; c < C; ++c) {
-                const char *  xc = xp + c * xs;
-                // starts from -OFFSET * sum(a): sum((q - OFFSET) a) per lane
-                const __m512i s  = _mm512_dpbusd_epi32(_mm512_loadu_si512((const void *) (xc + 64)), q,
-                                                       _mm512_loadu_si512((const void *) xc));
-                acc[r][c]        = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_loadu_ps((const float *) (xc + 128))),
-                                                   acc[r][c]);
+                const char *  xc   = xp + c * xs;
+                const __m512i init = AFFINE ? _mm512_setzero_si512() : _mm512_loadu_si512((const void *) (xc + 64));
+                const __m512i s    = _mm512_dpbusd_epi32(init, q, _mm512_loadu_si512((const void *) xc));
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_loadu_ps((const float *) (xc + scale_at))),
+                                            acc[r][c]);
             }
         }
     }
+}
+
+// Q4_0 / Q5_0 weights (unsigned stored quants q, x = d (q - OFFSET)) x Q8_0 activations
+template <int R, int C, class B, bool FIVE>
+void tile_sym(int64_t nblk, const char * w, size_t ws, const char * x, size_t xs, float * out, size_t ldo) {
+    __m512 acc[R][C];
+    nibble_block_loop<R, C, B, FIVE, false>(acc, nblk, w, ws, x, xs);
     for (int c = 0; c < C; ++c)
         for (int r = 0; r < R; ++r) out[c * ldo + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
@@ -257,24 +267,9 @@ void affine_act_repack(const void * blocks, void * row, int64_t K) {
 
 template <int R, int C, class B, bool FIVE>
 void tile_affine(int64_t nblk, const char * w, size_t ws, const char * x, size_t xs, float * out, size_t ldo) {
+    static_assert(AFF_STEP == 128, "nibble_block_loop's affine step");
     __m512 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nblk; b += 2) {
-        const bool   two = b + 1 < nblk;
-        const char * xp  = x + (b / 2) * AFF_STEP;
-        for (int r = 0; r < R; ++r) {
-            const B *     wb = (const B *) (w + r * ws);
-            const __m512i q  = quants_pair<B, FIVE>(wb, b, two);
-            const __m512  wd = d_pair(wb, b, two);
-            for (int c = 0; c < C; ++c) {
-                const char *  xc = xp + c * xs;
-                const __m512i s  = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512((const void *) xc));
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_loadu_ps((const float *) (xc + 64))),
-                                            acc[r][c]);
-            }
-        }
-    }
+    nibble_block_loop<R, C, B, FIVE, true>(acc, nblk, w, ws, x, xs);
     // + sum over blocks of m * s
     const size_t sums_at = (size_t) ((nblk + 1) / 2) * AFF_STEP;
     for (int r = 0; r < R; ++r) {
