@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -70,7 +71,8 @@ struct one_op {
             std::vector<float> f(ggml_nelements(x));
             for (float & v : f) v = u(rng);
             std::vector<uint8_t> bytes(ggml_nbytes(x));
-            if (x->type == GGML_TYPE_F32) memcpy(bytes.data(), f.data(), bytes.size());
+            if (ggml_is_quantized(x->type)) ggml_quantize_chunk(x->type, f.data(), bytes.data(), 0, ggml_nrows(x), x->ne[0], nullptr);
+            else if (x->type == GGML_TYPE_F32) memcpy(bytes.data(), f.data(), bytes.size());
             else if (x->type == GGML_TYPE_F16) ggml_fp32_to_fp16_row(f.data(), (ggml_fp16_t *) bytes.data(), (int64_t) f.size());
             else ggml_fp32_to_bf16_row_ref(f.data(), (ggml_bf16_t *) bytes.data(), (int64_t) f.size());
             ggml_backend_tensor_set(x, bytes.data(), 0, bytes.size());
@@ -119,6 +121,26 @@ TEST_F(KernelChoice, f16_activations_name_the_fast_kernel_they_are_widened_for) 
     EXPECT_EQ(kernel_of(g), "avx512 f32fma, src1 widened to f32");
     ggml_backend_cpu_set_use_ref(g.be, true);
     EXPECT_EQ(kernel_of(g), "portable");
+}
+
+TEST_F(KernelChoice, q3_K_without_a_tile_runs_the_dequantizing_gemm_unless_vecdot_is_forced) {
+    if (!ggml_cpu_has_avx512() || !ggml_cpu_has_avx512_vnni()) GTEST_SKIP() << "the route needs AVX-512 and the vnni choice";
+    one_op g;
+    ggml_tensor * w = g.in(GGML_TYPE_Q3_K, 512, 40);
+    ggml_tensor * x = g.in(GGML_TYPE_F32, 512, 24);
+    g.finish(ggml_mul_mat(g.ctx, w, x));
+    ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vnni"));
+    EXPECT_EQ(kernel_of(g), "avx512 f32fma, weights and activations dequantized");
+    const std::vector<float> routed = g.run();
+    ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vecdot"));
+    EXPECT_EQ(kernel_of(g), "portable vec_dot_ref");
+    const std::vector<float> ref = g.run();
+    // the same products (F32 instead of integer sums): close, and not the same code path's bits
+    double max_rel = 0, scale = 0;
+    for (size_t i = 0; i < ref.size(); ++i) scale = std::max(scale, (double) std::fabs(ref[i]));
+    for (size_t i = 0; i < ref.size(); ++i) max_rel = std::max(max_rel, std::fabs((double) routed[i] - ref[i]) / scale);
+    EXPECT_LT(max_rel, 1e-5);
+    EXPECT_NE(routed, ref);
 }
 
 TEST_F(KernelChoice, f32fma_bf16_mul_mat_equals_f32_gemm_of_the_widened_weights) {

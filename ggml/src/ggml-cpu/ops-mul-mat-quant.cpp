@@ -12,11 +12,19 @@
 // activation rows pass.
 //
 // Work buffer: [quantized activation rows, each padded to 64 bytes][per-thread F32 row scratch].
+//
+// Types without a fast tile (Q2_K, Q3_K) take the dequantizing route where the AVX-512 F32 GEMM
+// exists and the kernel choice is vnni: each activation row is quantized to vec_dot_type as above
+// and dequantized back to F32 (the exact values the dot product multiplies), the weights are
+// dequantized exactly while the GEMM packs them (ops-mul-mat-x86.cpp), and products and sums are
+// F32 instead of integer: within F32 rounding of vec_dot_ref, ~100x the portable path's speed.
+// Work buffer then: [F32 activation rows][per-thread row scratch][the F32 GEMM's own work].
 
 #include "ops-mul-mat-quant.h"
 
 #include "../ggml-quants.h"
 #include "kernel-choice.h"
+#include "ops-mul-mat-x86.h"
 #include "ops-row.h"
 #include "quant-dot-fast.h"
 
@@ -57,6 +65,32 @@ const ggml_quant_dot_fast * fast_kernel(const ggml_tensor * a, bool use_ref) {
     if (use_ref) return nullptr;
     if (ggml_cpu_kernel_for(ggml_cpu_kernel_family::mul_mat_quant) != ggml_cpu_kernel::vnni) return nullptr;
     return ggml_cpu_quant_dot_fast(a->type);
+}
+
+// The dequantizing route (see the top): whether it runs this node, with b32 / d32 set to the F32
+// activation matrix (data not yet set) and the node that multiplies the weights by it;
+// route_nodes: the same without the run-time conditions (use_ref, the kernel choice), for sizing.
+bool route_nodes(const ggml_tensor * dst, ggml_tensor * b32, ggml_tensor * d32) {
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    if (ggml_cpu_quant_dot_fast(a->type) || !ggml_cpu_mul_mat_x86_dequantizes(a->type)) return false;
+    *b32       = *b;
+    b32->type  = GGML_TYPE_F32;
+    b32->data  = nullptr;
+    b32->nb[0] = sizeof(float);
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) b32->nb[i] = b32->nb[i - 1] * (size_t) b32->ne[i - 1];
+    *d32        = *dst;
+    d32->src[1] = b32;
+    return ggml_cpu_mul_mat_x86_usable(d32);
+}
+
+bool dequant_route(const ggml_tensor * dst, bool use_ref, ggml_tensor * b32, ggml_tensor * d32) {
+    if (use_ref || ggml_cpu_kernel_for(ggml_cpu_kernel_family::mul_mat_quant) != ggml_cpu_kernel::vnni) return false;
+    return route_nodes(dst, b32, d32);
+}
+
+size_t f32_rows_bytes(const ggml_tensor * b) {
+    return align_up((size_t) (b->ne[0] * b->ne[1] * b->ne[2] * b->ne[3]) * sizeof(float), QMM_ALIGN);
 }
 
 struct block_plan {
@@ -124,13 +158,66 @@ size_t ggml_cpu_mul_mat_quant_work_size(const struct ggml_tensor * dst, int n_th
     const int64_t               rows   = b->ne[1] * b->ne[2] * b->ne[3];
     const int64_t               K      = b->ne[0];
     const size_t                stride = std::max(act_stride(tr, nullptr, K), act_stride(tr, ggml_cpu_quant_dot_fast(a->type), K));
-    return QMM_ALIGN + (size_t) rows * stride + (size_t) n_threads * (gather_bytes(b) + std_act_bytes(tr, K));
+    const size_t scratch = (size_t) n_threads * (gather_bytes(b) + std_act_bytes(tr, K));
+    size_t       bytes   = QMM_ALIGN + (size_t) rows * stride + scratch;
+    ggml_tensor  b32, d32;
+    // the route's room whenever it could run (use_ref and the kernel choice may change until then)
+    if (route_nodes(dst, &b32, &d32)) {
+        bytes = std::max(bytes, QMM_ALIGN + f32_rows_bytes(b) + scratch + ggml_cpu_mul_mat_x86_work_size(&d32, n_threads));
+    }
+    return bytes;
 }
 
 const char * ggml_cpu_mul_mat_quant_kernel(const struct ggml_tensor * dst, bool use_ref) {
     const ggml_quant_dot_fast * f = fast_kernel(dst->src[0], use_ref);
-    return f ? f->name : "portable vec_dot_ref";
+    if (f) return f->name;
+    ggml_tensor b32, d32;
+    if (dequant_route(dst, use_ref, &b32, &d32)) return "avx512 f32fma, weights and activations dequantized";
+    return "portable vec_dot_ref";
 }
+
+namespace {
+
+// The dequantizing route: phase 1 as below but each quantized row is dequantized into F32 rows,
+// then the F32 GEMM (all threads) on d32.
+void mul_mat_dequantized(const struct ggml_compute_params * params, const ggml_tensor * dst, ggml_tensor & b32,
+                         ggml_tensor & d32) {
+    const ggml_tensor *           a  = dst->src[0];
+    const ggml_tensor *           b  = dst->src[1];
+    const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(a->type);
+    const int64_t                 K  = b->ne[0];
+    const int64_t                 M  = b->ne[1], B2 = b->ne[2];
+    const int64_t                 n_rows = M * B2 * b->ne[3];
+    char *                        wbase  = align_ptr(params->wdata);
+    float *                       x32    = (float *) wbase;
+    const size_t                  per_thread = gather_bytes(b) + std_act_bytes(tr, K);
+    char *                        mine       = wbase + f32_rows_bytes(b) + (size_t) params->ith * per_thread;
+    float *                       gather     = needs_gather(b) ? (float *) mine : nullptr;
+    char *                        std_row    = mine + gather_bytes(b);
+    const auto                    dequantize = ggml_get_type_traits(tr->vec_dot_type)->to_float;
+    int64_t                       r0, r1;
+    ggml_cpu_split_range(n_rows, params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
+        const char *  src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+        const float * row = (const float *) src;
+        if (gather) {
+            ggml_cpu_load_row(b->type, src, b->nb[0], K, gather);
+            row = gather;
+        }
+        tr->quantize_act(row, std_row, K);
+        dequantize(std_row, x32 + r * K, K);
+    }
+    // every thread must reach the barrier, so no early abort return before it
+    ggml_cpu_barrier(params);
+    b32.data                  = x32;
+    ggml_compute_params inner = *params;
+    inner.wdata               = wbase + f32_rows_bytes(b) + (size_t) params->nth * per_thread;
+    inner.wsize               = params->wsize - (size_t) ((char *) inner.wdata - (char *) params->wdata);
+    ggml_cpu_mul_mat_x86(&inner, &d32);
+}
+
+} // namespace
 
 void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
@@ -171,6 +258,11 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
     }
 
     GGML_ASSERT(params->wsize >= ggml_cpu_mul_mat_quant_work_size(dst, nth) && "mul_mat: work buffer too small");
+    ggml_tensor b32, d32;
+    if (dequant_route(dst, params->use_ref, &b32, &d32)) {
+        mul_mat_dequantized(params, dst, b32, d32);
+        return;
+    }
     const ggml_quant_dot_fast * fast       = fast_kernel(a, params->use_ref);
     const bool                  repack     = fast && fast->act_repack;
     char *                      wbase      = align_ptr(params->wdata);

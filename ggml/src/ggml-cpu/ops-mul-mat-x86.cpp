@@ -104,7 +104,9 @@ plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel) {
     const struct ggml_tensor * b = dst->src[1];
     const ggml_cpu_features &  f = ggml_cpu_get_features();
     if (!a || !b || !f.avx512f || !f.avx512bw || !f.fma || !f.f16c) return pl;
-    if (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16 && a->type != GGML_TYPE_BF16) return pl;
+    const bool quant = ggml_cpu_mul_mat_x86_dequantizes(a->type);
+    if (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16 && a->type != GGML_TYPE_BF16 && !quant) return pl;
+    if (quant && a->ne[0] % ggml_blck_size(a->type) != 0) return pl;
     if (b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return pl;
     if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return pl;
     if (a->ne[0] != b->ne[0] || a->ne[2] <= 0 || a->ne[3] <= 0) return pl;
@@ -121,7 +123,8 @@ plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel) {
     if (pl.K == 0) return pl; // the portable path writes the zeros
 
     const bool bf16_dp = a->type == GGML_TYPE_BF16 && f.avx512_bf16 && bf16_kernel == ggml_cpu_kernel::bf16dot;
-    if (pl.M <= (bf16_dp ? SMALL_M_MAX_BF16 : SMALL_M_MAX)) {
+    // (quantized weights: the small-M dot reads float rows only, so they always take the packed GEMM)
+    if (!quant && pl.M <= (bf16_dp ? SMALL_M_MAX_BF16 : SMALL_M_MAX)) {
         pl.p       = path::small;
         pl.x_bytes = b->nb[0] == sizeof(float) ? 0 : align_up((size_t) (pl.n_mats * pl.M * pl.K) * sizeof(float));
         pl.w_bytes = 0;
@@ -300,20 +303,33 @@ inline __m512 load_w_f32(ggml_type t, const char * row, int64_t k, int64_t n_val
 }
 
 // F32 panels: n_cols weight rows from row0 (row stride nb1), K range [k0, k0+valid) ->
-// dst [panel][k][32], zero columns past n_cols.
+// dst [panel][k][32], zero columns past n_cols. Block-quantized rows (k0 and valid whole blocks)
+// are dequantized by the type's to_float, 16 rows x one K block at a time, then packed as F32.
 void pack_w_f32(ggml_type t, const char * row0, size_t nb1, int64_t n_cols, int64_t k0, int64_t valid, float * dst) {
-    const size_t  esz      = ggml_type_size(t);
+    const bool    quant    = ggml_blck_size(t) > 1;
+    const size_t  k0_bytes = ggml_row_size(t, k0);
     const int64_t n_panels = (n_cols + NR - 1) / NR;
     __m512        r[16];
+    alignas(64) float deq[16][KC_F32]; // 16 KiB: the dequantized rows of one 16-row group
     for (int64_t p = 0; p < n_panels; ++p) {
         float * pd = dst + p * valid * NR;
         for (int64_t j0 = 0; j0 < NR; j0 += 16) {
             const int64_t c0 = p * NR + j0;
+            if (quant) {
+                for (int i = 0; i < 16 && c0 + i < n_cols; ++i) {
+                    ggml_get_type_traits(t)->to_float(row0 + (c0 + i) * nb1 + k0_bytes, deq[i], valid);
+                }
+            }
             for (int64_t k = 0; k < valid; k += 16) {
                 const int64_t nk = std::min<int64_t>(16, valid - k);
                 for (int i = 0; i < 16; ++i) {
-                    r[i] = c0 + i < n_cols ? load_w_f32(t, row0 + (c0 + i) * nb1 + k0 * esz, k, nk)
-                                           : _mm512_setzero_ps();
+                    if (c0 + i >= n_cols) {
+                        r[i] = _mm512_setzero_ps();
+                    } else if (quant) {
+                        r[i] = _mm512_maskz_loadu_ps(mask16(nk), deq[i] + k);
+                    } else {
+                        r[i] = load_w_f32(t, row0 + (c0 + i) * nb1 + k0_bytes, k, nk);
+                    }
                 }
                 transpose16(r);
                 for (int64_t i = 0; i < nk; ++i) _mm512_store_ps(pd + (k + i) * NR + j0, r[i]);
@@ -723,6 +739,11 @@ size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_thre
                     plan_bytes(make_plan(dst, ggml_cpu_kernel::bf16dot), n_threads));
 }
 
+bool ggml_cpu_mul_mat_x86_dequantizes(enum ggml_type t) {
+    // whole blocks per K block of the F32 path (KC_F32 = 256: 32- and 256-element blocks)
+    return ggml_blck_size(t) > 1 && KC_F32 % ggml_blck_size(t) == 0 && ggml_get_type_traits(t)->to_float != nullptr;
+}
+
 const char * ggml_cpu_mul_mat_x86_kernel(const struct ggml_tensor * dst) {
     switch (make_plan(dst, current_bf16_kernel()).p) {
         case path::small: return "avx512 small-M dot (f32)";
@@ -750,6 +771,7 @@ void ggml_cpu_mul_mat_x86(const struct ggml_compute_params * params, struct ggml
 #else // not x86-64 GCC/Clang: the portable path does everything
 
 bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor *) { return false; }
+bool ggml_cpu_mul_mat_x86_dequantizes(enum ggml_type) { return false; }
 size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor *, int) { return 0; }
 const char * ggml_cpu_mul_mat_x86_kernel(const struct ggml_tensor *) { return nullptr; }
 void ggml_cpu_mul_mat_x86(const struct ggml_compute_params *, struct ggml_tensor *) {}

@@ -9,6 +9,11 @@
 // Whether the fast path handles this node on this CPU (types, strides, CPU features).
 bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor * dst);
 
+// Whether the packed F32 GEMM takes weights of block-quantized type t (dequantized exactly while
+// packing, F32 activations). Only ops-mul-mat-quant.cpp routes such nodes here, with activations
+// already quantized and dequantized the way the type's dot product defines them.
+bool ggml_cpu_mul_mat_x86_dequantizes(enum ggml_type t);
+
 // Work buffer bytes the fast path needs with n_threads threads (0 if not usable).
 size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_threads);
 
