@@ -193,6 +193,7 @@ TEST(SdxGGUF, QuantizeToKQuantsReadByThePythonPackage) {
     // q4_0 6.5e-2), every other tensor copied byte for byte; sdx runs the file (dequantized)
     const struct { const char * to; const char * check; } cases[] = {
         {"q4_k", "Q4_K:0.08"}, {"q5_k", "Q5_K:0.04"}, {"q6_k", "Q6_K:0.02"}, {"q4_0", "Q4_0:0.1"},
+        {"q8_0", "Q8_0:0.01"}, // q4_0 / q8_0 blocks also byte-identical to gguf.quants.quantize
     };
     for (const auto & c : cases) {
         const std::string out = dir() + "/" + c.to + ".gguf";
