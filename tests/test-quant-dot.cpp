@@ -15,8 +15,13 @@
 //     n_blocks + 16 terms whose magnitudes add up to at most S, so each is within (n + 16) u S of
 //     the exact value (u = 2^-24).
 // Several row and column counts cover full and exact-size edge tiles (micro-tiles of 2 x 8 and 4 x 4).
+//
+// The AVX-512 activation quantizers (quant-act-fast.h) must write the reference quantizers' bytes for
+// every input: random rows over many magnitudes and rows built to hit each rounding rule (ties at
+// .5, products just below .5, the clamp, NaN / Inf, zeros, repeated maxima of both signs).
 
 #include "ggml-common.h"
+#include "ggml-cpu/quant-act-fast.h"
 #include "ggml-cpu/quant-dot-fast.h"
 #include "ggml-quants.h"
 
@@ -274,6 +279,59 @@ TEST_P(QuantDot, extreme_quants_are_exact) {
             }
         }
     }
+}
+
+// Rows that hit each rule of the quantizers, then random rows.
+std::vector<std::vector<float>> quantizer_rows(int64_t K) {
+    std::vector<std::vector<float>> rows;
+    std::mt19937                    rng(77);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f), e(-30.0f, 30.0f);
+    auto row = [&](auto f) {
+        std::vector<float> r(K);
+        for (int64_t i = 0; i < K; ++i) r[i] = f(i);
+        rows.push_back(r);
+    };
+    row([](int64_t) { return 0.0f; });
+    row([](int64_t i) { return i % 2 ? -0.0f : 0.0f; });
+    // ties: with amax 127 the scale is 1, so products are the values: k + .5 exactly
+    row([](int64_t i) { return i % 32 == 0 ? 127.0f : (float) (i % 17) - 8.5f; });
+    row([](int64_t i) { return i % 32 == 0 ? -127.0f : std::nextafter((float) (i % 9) + 0.5f, 0.0f); });
+    // repeated maxima of both signs (Q8_K takes the first, with its sign)
+    row([](int64_t i) { return i % 5 == 0 ? (i % 2 ? 3.0f : -3.0f) : 0.25f * (float) (i % 7); });
+    row([](int64_t i) { return i % 64 == 3 ? -1e30f : (float) i; });
+    // non-finite values
+    row([](int64_t i) { return i % 11 == 0 ? NAN : 0.1f * (float) (i % 13); });
+    row([](int64_t i) { return i % 37 == 1 ? INFINITY : (i % 41 == 2 ? -INFINITY : 1.0f); });
+    row([](int64_t) { return NAN; });
+    // tiny and subnormal magnitudes (scales that underflow or whose inverse overflows)
+    row([](int64_t i) { return 1e-40f * (float) ((i % 5) - 2); });
+    row([](int64_t i) { return 1e-38f * (float) ((i % 3) - 1); });
+    for (int n = 0; n < 40; ++n) {
+        const float range = std::pow(10.0f, e(rng));
+        row([&](int64_t) { return u(rng) * range; });
+    }
+    return rows;
+}
+
+TEST(QuantAct, fast_quantizers_write_the_reference_bytes) {
+    int checked = 0;
+    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q8_K}) {
+        const ggml_quantize_act_fn fast = ggml_cpu_quantize_act_fast(t);
+        if (!fast) {
+            GTEST_SKIP() << "no AVX-512: the reference quantizers are the only ones";
+        }
+        const ggml_type_traits * tt  = ggml_get_type_traits(t);
+        const int64_t            K   = 4 * 256;
+        const size_t             len = ggml_row_size(t, K);
+        for (const std::vector<float> & r : quantizer_rows(K)) {
+            std::vector<uint8_t> want(len, 0xA5), got(len, 0x5A);
+            tt->from_float_ref(r.data(), want.data(), K);
+            fast(r.data(), got.data(), K);
+            ASSERT_EQ(want, got) << tt->type_name << " row " << checked;
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fast, QuantDot, ::testing::ValuesIn(k_fast_types),

@@ -6,9 +6,10 @@
 // vec_dot_ref per output (it IS the reference); the fast path (quant-dot-fast.h: AVX512-VNNI tiles)
 // computes the same integer sums and differs only in the order of the F32 scaling and sums.
 //
-// Phases: (1) the activation rows are quantized once into the work buffer, rows split over the
-// threads, then a barrier; (2) the output is cut into blocks of (weight rows) x (activation rows)
-// which the threads take in contiguous runs; a block's weight rows stay in cache while all its
+// Phases: (1) the activation rows are quantized once into the work buffer (the AVX-512 quantizers
+// of quant-act-fast.h: the reference's bytes), rows split over the threads, then a barrier; (2)
+// the output is cut into blocks of (weight rows) x (activation rows) which the threads take in
+// contiguous runs; a block's weight rows stay in cache while all its
 // activation rows pass.
 //
 // Work buffer: [quantized activation rows, each padded to 64 bytes][per-thread F32 row scratch].
@@ -26,6 +27,7 @@
 #include "kernel-choice.h"
 #include "ops-mul-mat-x86.h"
 #include "ops-row.h"
+#include "quant-act-fast.h"
 #include "quant-dot-fast.h"
 
 #include <algorithm>
@@ -91,6 +93,13 @@ bool dequant_route(const ggml_tensor * dst, bool use_ref, ggml_tensor * b32, ggm
 
 size_t f32_rows_bytes(const ggml_tensor * b) {
     return align_up((size_t) (b->ne[0] * b->ne[1] * b->ne[2] * b->ne[3]) * sizeof(float), QMM_ALIGN);
+}
+
+// The activation quantizer: the AVX-512 one (bit-identical, quant-act-fast.h) unless the portable
+// path is forced, which runs the reference itself.
+ggml_quantize_act_fn act_quantizer(const ggml_quant_dot_traits * tr, bool use_ref) {
+    const ggml_quantize_act_fn fast = use_ref ? nullptr : ggml_cpu_quantize_act_fast(tr->vec_dot_type);
+    return fast ? fast : tr->quantize_act;
 }
 
 struct block_plan {
@@ -195,6 +204,7 @@ void mul_mat_dequantized(const struct ggml_compute_params * params, const ggml_t
     float *                       gather     = needs_gather(b) ? (float *) mine : nullptr;
     char *                        std_row    = mine + gather_bytes(b);
     const auto                    dequantize = ggml_get_type_traits(tr->vec_dot_type)->to_float;
+    const ggml_quantize_act_fn    quantize   = act_quantizer(tr, false);
     int64_t                       r0, r1;
     ggml_cpu_split_range(n_rows, params->ith, params->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
@@ -205,7 +215,7 @@ void mul_mat_dequantized(const struct ggml_compute_params * params, const ggml_t
             ggml_cpu_load_row(b->type, src, b->nb[0], K, gather);
             row = gather;
         }
-        tr->quantize_act(row, std_row, K);
+        quantize(row, std_row, K);
         dequantize(std_row, x32 + r * K, K);
     }
     // every thread must reach the barrier, so no early abort return before it
@@ -268,6 +278,7 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
     char *                      wbase      = align_ptr(params->wdata);
     const size_t                xs         = act_stride(tr, fast, K);
     const int64_t               n_act_rows = M * B2 * B3;
+    const ggml_quantize_act_fn  quantize   = act_quantizer(tr, params->use_ref);
 
     // Phase 1: quantize the activation rows (row r = i1 + M * (i2 + B2 * i3)).
     {
@@ -287,10 +298,10 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
                 row = gather;
             }
             if (repack) {
-                tr->quantize_act(row, std_row, K);
+                quantize(row, std_row, K);
                 fast->act_repack(std_row, wbase + (size_t) r * xs, K);
             } else {
-                tr->quantize_act(row, wbase + (size_t) r * xs, K);
+                quantize(row, wbase + (size_t) r * xs, K);
             }
         }
         // every thread must reach the barrier, so no early abort return before it
