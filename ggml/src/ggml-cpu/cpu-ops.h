@@ -131,6 +131,16 @@ size_t ggml_cpu_flash_attn_ext_work_size(const struct ggml_tensor * dst, int n_t
 bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst);
 bool ggml_cpu_flash_attn_ext_supported(const struct ggml_tensor * dst);
 
+// *out = b as a contiguous F32 tensor of b's shape, data NULL: the operand a MUL_MAT route fills
+// with b's rows widened or dequantized to F32 before running the F32 GEMM on a copy of the node.
+static inline void ggml_cpu_f32_twin(const struct ggml_tensor * b, struct ggml_tensor * out) {
+    *out       = *b;
+    out->type  = GGML_TYPE_F32;
+    out->data  = NULL;
+    out->nb[0] = sizeof(float);
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) out->nb[i] = out->nb[i - 1] * (size_t) out->ne[i - 1];
+}
+
 // The name of the fast kernel a float-weight MUL_MAT runs (the AVX-512 path's name, marked where
 // F16/BF16 activations are widened to F32 first), or NULL where the portable kernel runs.
 const char * ggml_cpu_mul_mat_float_kernel(const struct ggml_tensor * dst);

@@ -59,6 +59,17 @@ size_t act_stride(const ggml_quant_dot_traits * tr, const ggml_quant_dot_fast * 
 // activation rows that are not packed F32 are gathered into a per-thread F32 row first
 bool needs_gather(const ggml_tensor * b) { return b->type != GGML_TYPE_F32 || b->nb[0] != sizeof(float); }
 
+// Activation row r (r = i1 + M * (i2 + B2 * i3)) as packed F32: in place, or gathered into `gather`
+// (non-NULL exactly when needs_gather(b)).
+const float * activation_row(const ggml_tensor * b, int64_t r, float * gather) {
+    const int64_t M = b->ne[1], B2 = b->ne[2];
+    const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
+    const char *  src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+    if (!gather) return (const float *) src;
+    ggml_cpu_load_row(b->type, src, b->nb[0], b->ne[0], gather);
+    return gather;
+}
+
 size_t gather_bytes(const ggml_tensor * b) {
     return needs_gather(b) ? align_up((size_t) b->ne[0] * sizeof(float), QMM_ALIGN) : 0;
 }
@@ -76,11 +87,7 @@ bool route_nodes(const ggml_tensor * dst, ggml_tensor * b32, ggml_tensor * d32) 
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
     if (ggml_cpu_quant_dot_fast(a->type) || !ggml_cpu_mul_mat_x86_dequantizes(a->type)) return false;
-    *b32       = *b;
-    b32->type  = GGML_TYPE_F32;
-    b32->data  = nullptr;
-    b32->nb[0] = sizeof(float);
-    for (int i = 1; i < GGML_MAX_DIMS; ++i) b32->nb[i] = b32->nb[i - 1] * (size_t) b32->ne[i - 1];
+    ggml_cpu_f32_twin(b, b32);
     *d32        = *dst;
     d32->src[1] = b32;
     return ggml_cpu_mul_mat_x86_usable(d32);
@@ -195,8 +202,7 @@ void mul_mat_dequantized(const struct ggml_compute_params * params, const ggml_t
     const ggml_tensor *           b  = dst->src[1];
     const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(a->type);
     const int64_t                 K  = b->ne[0];
-    const int64_t                 M  = b->ne[1], B2 = b->ne[2];
-    const int64_t                 n_rows = M * B2 * b->ne[3];
+    const int64_t                 n_rows = b->ne[1] * b->ne[2] * b->ne[3];
     char *                        wbase  = align_ptr(params->wdata);
     float *                       x32    = (float *) wbase;
     const size_t                  per_thread = gather_bytes(b) + std_act_bytes(tr, K);
@@ -208,14 +214,7 @@ void mul_mat_dequantized(const struct ggml_compute_params * params, const ggml_t
     int64_t                       r0, r1;
     ggml_cpu_split_range(n_rows, params->ith, params->nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
-        const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
-        const char *  src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
-        const float * row = (const float *) src;
-        if (gather) {
-            ggml_cpu_load_row(b->type, src, b->nb[0], K, gather);
-            row = gather;
-        }
-        quantize(row, std_row, K);
+        quantize(activation_row(b, r, gather), std_row, K);
         dequantize(std_row, x32 + r * K, K);
     }
     // every thread must reach the barrier, so no early abort return before it
@@ -290,13 +289,7 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
         int64_t      r0, r1;
         ggml_cpu_split_range(n_act_rows, ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; ++r) {
-            const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
-            const char *  src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
-            const float * row = (const float *) src;
-            if (gather) {
-                ggml_cpu_load_row(b->type, src, b->nb[0], K, gather);
-                row = gather;
-            }
+            const float * row = activation_row(b, r, gather);
             if (repack) {
                 quantize(row, std_row, K);
                 fast->act_repack(std_row, wbase + (size_t) r * xs, K);

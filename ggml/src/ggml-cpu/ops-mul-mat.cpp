@@ -98,11 +98,7 @@ block_plan plan_blocks(int64_t N, int64_t M, int64_t n_mats, int nth) {
 bool widened_node(const struct ggml_tensor * dst, struct ggml_tensor * b32, struct ggml_tensor * d32) {
     const struct ggml_tensor * b = dst->src[1];
     if (!b || (b->type != GGML_TYPE_F16 && b->type != GGML_TYPE_BF16)) return false;
-    *b32      = *b;
-    b32->type = GGML_TYPE_F32;
-    b32->data = nullptr;
-    b32->nb[0] = sizeof(float);
-    for (int i = 1; i < GGML_MAX_DIMS; ++i) b32->nb[i] = b32->nb[i - 1] * (size_t) b32->ne[i - 1];
+    ggml_cpu_f32_twin(b, b32);
     *d32        = *dst;
     d32->src[1] = b32;
     return ggml_cpu_mul_mat_x86_usable(d32);
