@@ -148,6 +148,8 @@ def json_seeds():
     yield "comfy-quant-nested", b'{"format":"int8_tensorwise","params":{"convrot":true,"convrot_groupsize":256}}'
     yield "many-keys", ("{" + ",".join('"k%d":%d' % (i, i) for i in range(20)) + "}").encode()
     yield "duplicate", b'{"a":1,"b":2,"a":3}'
+    # a duplicate key whose text looks like the density message (the fuzz harness once took it for one)
+    yield "dup-key-naming-values-in", b'{"k0":0,"k1":1,"k2":7,"k8":8,"k9":9,"k10":10,"k05":11," values in 3":13,"k14":14,"k15":1," values in 3":13,"k14":14,"k15":15,"k16":16,"k17":17,"kfalse18":18,"k19":19}'
     yield "deep", b"[" * 130 + b"]" * 130
     yield "numbers", b"[0,-0,1e308,-1e-308,1.5e+3,123456789012345678901234567890,-9223372036854775808]"
     yield "bad-utf8", b'"\xc0\xaf\xed\xa0\x80\xff"'
