@@ -60,34 +60,36 @@ inline __m512i round_even_clamped(__m512 v) {
     return _mm512_cvtps_epi32(_mm512_maskz_mov_ps(ord, r));
 }
 
-// 32 quants of one Q8_0 / Q8_1 block; returns their sum
-inline int q8_block(const float * x, float id, int8_t * qs) {
-    const __m512  s  = _mm512_set1_ps(id);
-    const __m512i q0 = round_away_clamped(_mm512_mul_ps(_mm512_loadu_ps(x), s));
-    const __m512i q1 = round_away_clamped(_mm512_mul_ps(_mm512_loadu_ps(x + 16), s));
+// One Q8_0 / Q8_1 block of 32: *d = its scale (amax / 127, as the references divide), the 32 quants
+// into qs; returns their sum
+inline int q8_block(const float * x, float * d, int8_t * qs) {
+    *d                = amax_of(x, 32) / 127;
+    const __m512  s   = _mm512_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
+    const __m512i q0  = round_away_clamped(_mm512_mul_ps(_mm512_loadu_ps(x), s));
+    const __m512i q1  = round_away_clamped(_mm512_mul_ps(_mm512_loadu_ps(x + 16), s));
     _mm_storeu_si128((__m128i *) qs, _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128((__m128i *) (qs + 16), _mm512_cvtepi32_epi8(q1));
     return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 }
 
+static_assert(QK8_0 == 32 && QK8_1 == 32, "q8_block quantizes blocks of 32");
+
 void quantize_q8_0(const float * x, void * vy, int64_t k) {
     block_q8_0 * y = (block_q8_0 *) vy;
     for (int64_t b = 0; b < k / QK8_0; b++, x += QK8_0) {
-        const float d  = amax_of(x, QK8_0) / 127;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d         = ggml_fp32_to_fp16(d);
-        q8_block(x, id, y[b].qs);
+        float d;
+        q8_block(x, &d, y[b].qs);
+        y[b].d = ggml_fp32_to_fp16(d);
     }
 }
 
 void quantize_q8_1(const float * x, void * vy, int64_t k) {
     block_q8_1 * y = (block_q8_1 *) vy;
     for (int64_t b = 0; b < k / QK8_1; b++, x += QK8_1) {
-        const float d   = amax_of(x, QK8_1) / 127;
-        const float id  = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d          = ggml_fp32_to_fp16(d);
-        const int   sum = q8_block(x, id, y[b].qs);
-        y[b].s          = ggml_fp32_to_fp16((float) sum * d);
+        float     d;
+        const int sum = q8_block(x, &d, y[b].qs);
+        y[b].d        = ggml_fp32_to_fp16(d);
+        y[b].s        = ggml_fp32_to_fp16((float) sum * d);
     }
 }
 
