@@ -62,9 +62,9 @@ bool needs_gather(const ggml_tensor * b) { return b->type != GGML_TYPE_F32 || b-
 // Activation row r (r = i1 + M * (i2 + B2 * i3)) as packed F32: in place, or gathered into `gather`
 // (non-NULL exactly when needs_gather(b)).
 const float * activation_row(const ggml_tensor * b, int64_t r, float * gather) {
-    const int64_t M = b->ne[1], B2 = b->ne[2];
-    const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
-    const char *  src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+    int64_t i1, i2, i3;
+    ggml_cpu_row_coords(r, b->ne, &i1, &i2, &i3);
+    const char * src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
     if (!gather) return (const float *) src;
     ggml_cpu_load_row(b->type, src, b->nb[0], b->ne[0], gather);
     return gather;
@@ -260,7 +260,8 @@ void ggml_cpu_mul_mat_quant(const struct ggml_compute_params * params, struct gg
         int64_t r0, r1;
         ggml_cpu_split_range(M * B2 * B3, ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; ++r) {
-            const int64_t i1 = r % M, i2 = (r / M) % B2, i3 = r / (M * B2);
+            int64_t i1, i2, i3;
+            ggml_cpu_row_coords(r, dst->ne, &i1, &i2, &i3);
             memset((char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3], 0, (size_t) N * sizeof(float));
         }
         return;

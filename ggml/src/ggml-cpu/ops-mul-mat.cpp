@@ -19,6 +19,7 @@
 #include "cpu-ops.h"
 #include "ops-mul-mat-quant.h"
 #include "ops-mul-mat-x86.h"
+#include "ops-row.h"
 #include "portable-dot.h"
 
 #include <algorithm>
@@ -239,9 +240,8 @@ void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_
         ggml_cpu_split_range(nrows, ith, nth, &r0, &r1);
         const size_t esz = ggml_type_size(b->type);
         for (int64_t r = r0; r < r1; ++r) {
-            const int64_t i1 = r % M;
-            const int64_t i2 = (r / M) % B2;
-            const int64_t i3 = r / (M * B2);
+            int64_t i1, i2, i3;
+            ggml_cpu_row_coords(r, b->ne, &i1, &i2, &i3);
             const char * src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
             if (b->nb[0] == esz) {
                 widen_row(b->type, src, out + r * K, K);
