@@ -124,6 +124,23 @@ GGML_API void ggml_cpu_fp16_to_fp32(const ggml_fp16_t * x, float * y, int64_t n)
 GGML_API void ggml_cpu_fp32_to_bf16(const float * x, ggml_bf16_t * y, int64_t n);
 GGML_API void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n);
 
+// Instruction-set level (docs/architecture.md, "Kernel dispatch"): every CPU kernel is chosen
+// from a table by level, x86-64: portable < avx2 (AVX2+FMA+F16C) < avx_vnni < avx512 (+VNNI, +BF16
+// where present) < amx (opt-in). The CPU's level is capped by GGML_CPU_ISA (read once, same names,
+// "native" = no cap) or by ggml_cpu_set_isa(): nothing above the cap runs, so the AVX2 kernels can
+// be tested and timed on an AVX-512 machine. GGML_CPU_AMX=1 is the older name for a cap of amx.
+// ggml_cpu_set_isa: NULL, "", "auto" or "native" restores the default; false for an unknown name
+// (a level above the CPU's is accepted and acts as no cap). Process-wide; call between computations.
+GGML_API bool         ggml_cpu_set_isa(const char * level);
+GGML_API const char * ggml_cpu_get_isa(void);          // the active level ("avx2", ...)
+GGML_API const char * ggml_cpu_get_isa_detected(void); // the CPU's own level, uncapped
+// The levels this CPU can run, lowest first ("portable" is level 0): tests iterate over them.
+GGML_API int          ggml_cpu_isa_count(void);
+GGML_API const char * ggml_cpu_isa_level(int i);
+// Whether a feature ("avx2", "fma", "avx512_vnni", ...) or a level ("avx2", "avx512", ...) may be
+// used now: the CPU has it and it is at or below the cap. (ggml_cpu_has_* report the CPU, uncapped.)
+GGML_API bool         ggml_cpu_isa_can_use(const char * feature);
+
 // Kernel choice per op family (docs/architecture.md, "Kernel choice"): where two kernels with the
 // same semantics exist, a table of measured CPUs picks one. spec: NULL, "" or "auto" restores the
 // table's choice; a kernel name forces it for every family it is a kernel of; "FAMILY=KERNEL,..."

@@ -165,6 +165,17 @@ struct ggml_ext_cpu_parallel_v1 {
     int (*n_threads)(ggml_backend_t backend);
 };
 
+#define GGML_EXT_CPU_ISA_V1 "ggml_ext_cpu_isa_v1"
+
+// The CPU backend's instruction-set chooser (ggml-cpu.h, "Instruction-set level"), for
+// application kernels that carry their own SIMD paths: they pick by it, so GGML_CPU_ISA caps them
+// too and the reported level is the one that runs.
+struct ggml_ext_cpu_isa_v1 {
+    uint32_t version; // 1
+    const char * (*active_level)(void);          // "portable", "avx2", "avx_vnni", "avx512", "amx"
+    bool (*can_use)(const char * feature_or_level); // as ggml_cpu_isa_can_use
+};
+
 #define GGML_EXT_CPU_UNARY_V1 "ggml_ext_cpu_unary_v1"
 
 struct ggml_ext_cpu_unary_v1 {

@@ -79,6 +79,7 @@ ggml_cpu_features detect() {
         f.avx512f     = os_zmm && bit(l7.ebx, 16);
         f.avx512bw    = f.avx512f && bit(l7.ebx, 30);
         f.avx512vl    = f.avx512f && bit(l7.ebx, 31);
+        f.avx512dq    = f.avx512f && bit(l7.ebx, 17);
         f.avx512_vnni = f.avx512f && bit(l7.ecx, 11);
         f.avx512_vbmi = f.avx512f && bit(l7.ecx, 1);
         f.bmi2        = bit(l7.ebx, 8);

@@ -16,6 +16,7 @@ struct ggml_cpu_features {
     bool avx512f     = false;
     bool avx512bw    = false;
     bool avx512vl    = false;
+    bool avx512dq    = false;
     bool avx512_vnni = false;
     bool avx512_bf16 = false;
     bool avx512_vbmi = false;

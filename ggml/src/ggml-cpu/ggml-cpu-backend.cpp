@@ -365,10 +365,17 @@ ggml_backend_feature * cpu_get_features(ggml_backend_reg_t reg) {
     static std::vector<ggml_backend_feature> features = [] {
         std::vector<ggml_backend_feature> f;
         const ggml_cpu_features & cf = ggml_cpu_get_features();
-        if (cf.fma) f.push_back({"FMA", "1"});
-        if (cf.f16c) f.push_back({"F16C", "1"});
+        // upstream's names and order, so a client's system-info line reads the same
+        if (cf.sse3) f.push_back({"SSE3", "1"});
+        if (cf.ssse3) f.push_back({"SSSE3", "1"});
+        if (cf.avx) f.push_back({"AVX", "1"});
+        if (cf.avx_vnni) f.push_back({"AVX_VNNI", "1"});
         if (ggml_cpu_has_avx2()) f.push_back({"AVX2", "1"});
+        if (cf.f16c) f.push_back({"F16C", "1"});
+        if (cf.fma) f.push_back({"FMA", "1"});
+        if (cf.bmi2) f.push_back({"BMI2", "1"});
         if (ggml_cpu_has_avx512()) f.push_back({"AVX512", "1"});
+        if (cf.avx512_vbmi) f.push_back({"AVX512_VBMI", "1"});
         if (ggml_cpu_has_avx512_vnni()) f.push_back({"AVX512_VNNI", "1"});
         if (ggml_cpu_has_avx512_bf16()) f.push_back({"AVX512_BF16", "1"});
         if (ggml_cpu_has_amx_int8()) f.push_back({"AMX_INT8", "1"});
@@ -540,6 +547,12 @@ const ggml_ext_cpu_unary_v1 cpu_unary_service = {
     /* .apply_f32 = */ svc_unary_apply_f32,
 };
 
+const ggml_ext_cpu_isa_v1 cpu_isa_service = {
+    /* .version      = */ 1,
+    /* .active_level = */ ggml_cpu_get_isa,
+    /* .can_use      = */ ggml_cpu_isa_can_use,
+};
+
 void * cpu_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
     (void) reg;
     if (!name) return nullptr;
@@ -557,6 +570,7 @@ void * cpu_reg_get_proc_address(ggml_backend_reg_t reg, const char * name) {
         {"ggml_backend_get_features", (void *) cpu_get_features},
         {GGML_EXT_CPU_PARALLEL_V1, (void *) &cpu_parallel_service},
         {GGML_EXT_CPU_UNARY_V1, (void *) &cpu_unary_service},
+        {GGML_EXT_CPU_ISA_V1, (void *) &cpu_isa_service},
     };
     for (const entry & e : table) {
         if (strcmp(e.name, name) == 0) return e.fn;

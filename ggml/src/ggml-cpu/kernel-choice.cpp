@@ -3,7 +3,7 @@
 
 #include "kernel-choice.h"
 
-#include "cpu-features.h"
+#include "cpu-isa.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 #include "ops-fast.h"
@@ -150,14 +150,16 @@ void read_env_once() {
 
 } // namespace
 
+// Runnable = the active instruction-set level (cpu-isa.h: detected, capped) has the kernel.
 bool ggml_cpu_kernel_runnable(ggml_cpu_kernel kernel) {
-    const ggml_cpu_features & f    = ggml_cpu_get_features();
-    const bool                base = f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c;
+    const ggml_cpu_features & f = ggml_cpu_active_features();
     switch (kernel) {
-        case ggml_cpu_kernel::bf16dot: return base && f.avx512_bf16;
-        case ggml_cpu_kernel::vnni: return base && f.avx512_vnni;
-        case ggml_cpu_kernel::vecdot: return true; // portable C++
-        default: return base;
+        case ggml_cpu_kernel::bf16dot: return ggml_cpu_isa_allows(ggml_cpu_isa::avx512) && f.avx512_bf16;
+        // the integer tiles of the active level (quant-dot-fast.cpp): AVX512-VNNI or AVX2
+        case ggml_cpu_kernel::vnni: return ggml_cpu_isa_allows(ggml_cpu_isa::avx2);
+        case ggml_cpu_kernel::vecdot:
+        case ggml_cpu_kernel::portable: return true; // portable C++
+        default: return ggml_cpu_isa_allows(ggml_cpu_isa::avx2);
     }
 }
 
@@ -171,6 +173,7 @@ ggml_cpu_kernel ggml_cpu_kernel_for(ggml_cpu_kernel_family family) {
     const int       forced = g_forced[(int) family].load(std::memory_order_relaxed);
     ggml_cpu_kernel k      = forced >= 0 ? (ggml_cpu_kernel) forced : matching_row().kernel[(int) family];
     if (k == ggml_cpu_kernel::bf16dot && !ggml_cpu_kernel_runnable(k)) k = ggml_cpu_kernel::f32fma;
+    if (k == ggml_cpu_kernel::f32fma && !ggml_cpu_kernel_runnable(k)) k = ggml_cpu_kernel::portable;
     if (k == ggml_cpu_kernel::vnni && !ggml_cpu_kernel_runnable(k)) k = ggml_cpu_kernel::vecdot;
     return k;
 }
@@ -180,6 +183,7 @@ const char * ggml_cpu_kernel_name(ggml_cpu_kernel kernel) {
         case ggml_cpu_kernel::bf16dot: return "bf16dot";
         case ggml_cpu_kernel::vnni: return "vnni";
         case ggml_cpu_kernel::vecdot: return "vecdot";
+        case ggml_cpu_kernel::portable: return "portable";
         default: return "f32fma";
     }
 }
@@ -233,10 +237,27 @@ void ggml_cpu_get_identity(char vendor[13], unsigned * family, unsigned * model,
 
 } // extern "C"
 
+namespace {
+// Whether the level's table has the row kernel this op's F32 rows use (ops-fast.h).
+bool row_kernel_for(const ggml_cpu_row_kernels & r, const struct ggml_tensor * node) {
+    switch (node->op) {
+        case GGML_OP_UNARY: case GGML_OP_SCALE: case GGML_OP_SQR: case GGML_OP_SQRT: return r.map_row != nullptr;
+        case GGML_OP_GLU: return r.glu_row != nullptr;
+        case GGML_OP_ADD: case GGML_OP_SUB: case GGML_OP_MUL: case GGML_OP_DIV: return r.binary_row != nullptr;
+        case GGML_OP_CPY: case GGML_OP_DUP: return r.f32_to_f16 || r.f16_to_f32 || r.f32_to_bf16 || r.bf16_to_f32;
+        case GGML_OP_RMS_NORM: return r.rms_norm_row != nullptr;
+        case GGML_OP_NORM: return r.norm_row != nullptr;
+        case GGML_OP_SOFT_MAX: return r.soft_max_row != nullptr;
+        case GGML_OP_ROPE: return r.rope_cache && r.rope_row;
+        default: return false;
+    }
+}
+} // namespace
+
 extern "C" const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu, const struct ggml_tensor * node) {
     if (!node) return "none";
-    const bool fast = !(backend_cpu && ggml_backend_cpu_get_use_ref(backend_cpu)) &&
-                      ggml_cpu_kernel_runnable(ggml_cpu_kernel::f32fma);
+    const bool use_ref = backend_cpu && ggml_backend_cpu_get_use_ref(backend_cpu);
+    const bool fast    = !use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::avx2);
     switch (node->op) {
         case GGML_OP_MUL_MAT: {
             if (ggml_cpu_mul_mat_quant_applies(node)) {
@@ -246,8 +267,14 @@ extern "C" const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu,
             return k ? k : "portable";
         }
         case GGML_OP_FLASH_ATTN_EXT:
-            if (!fast) return "portable";
-            return ggml_avx512_flash_attn_uses_bf16(node) ? "avx512 bf16dot" : "avx512 f32fma";
-        default: return fast ? "default" : "portable";
+            if (!use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::avx512))
+                return ggml_avx512_flash_attn_uses_bf16(node) ? "avx512 bf16dot" : "avx512 f32fma";
+            return "portable";
+        default: {
+            // row ops: the active level's name where it has a row kernel for this op (used for its
+            // F32 rows; other types and strides run portable code)
+            const ggml_cpu_row_kernels * rows = use_ref ? nullptr : ggml_cpu_rows_for_level();
+            return rows && row_kernel_for(*rows, node) ? rows->isa : "portable";
+        }
     }
 }

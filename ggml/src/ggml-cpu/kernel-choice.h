@@ -24,6 +24,7 @@ enum class ggml_cpu_kernel : int {
     // mul_mat_quant only: the same integer block sums either way, F32 scaling order differs
     vnni    = 2, // AVX512-VNNI tiles (vpdpbusd), quant-dot-fast-avx512.cpp
     vecdot  = 3, // the portable reference dot product per output (ggml-quants.h vec_dot_ref)
+    portable = 4, // mul_mat_bf16 / flash_attn when the active level (cpu-isa.h) is below avx2
 };
 
 // The kernel the family uses now (override, else table), restricted to what this CPU can run

@@ -68,22 +68,25 @@ void dup_same_type(const ggml_compute_params * params, const ggml_tensor * src, 
     }
 }
 
-using fast_cvt_fn = void (*)(const void * src, void * dst, int64_t n);
+// One of the active level's packed conversions (ops-fast.h), chosen by the type pair.
+struct fast_cvt {
+    void (*narrow)(const float * x, uint16_t * y, int64_t n)  = nullptr; // F32 -> F16 / BF16
+    void (*widen)(const uint16_t * x, float * y, int64_t n)   = nullptr; // F16 / BF16 -> F32
+    explicit operator bool() const { return narrow || widen; }
+    void operator()(const void * s, void * d, int64_t n) const {
+        if (narrow) narrow((const float *) s, (uint16_t *) d, n);
+        else        widen((const uint16_t *) s, (float *) d, n);
+    }
+};
 
-fast_cvt_fn fast_converter(ggml_type ts, ggml_type td) {
-    if (ts == GGML_TYPE_F32 && td == GGML_TYPE_F16) {
-        return [](const void * s, void * d, int64_t n) { ggml_avx512_f32_to_f16((const float *) s, (uint16_t *) d, n); };
-    }
-    if (ts == GGML_TYPE_F32 && td == GGML_TYPE_BF16) {
-        return [](const void * s, void * d, int64_t n) { ggml_avx512_f32_to_bf16((const float *) s, (uint16_t *) d, n); };
-    }
-    if (ts == GGML_TYPE_F16 && td == GGML_TYPE_F32) {
-        return [](const void * s, void * d, int64_t n) { ggml_avx512_f16_to_f32((const uint16_t *) s, (float *) d, n); };
-    }
-    if (ts == GGML_TYPE_BF16 && td == GGML_TYPE_F32) {
-        return [](const void * s, void * d, int64_t n) { ggml_avx512_bf16_to_f32((const uint16_t *) s, (float *) d, n); };
-    }
-    return nullptr;
+fast_cvt fast_converter(const ggml_cpu_row_kernels * rows, ggml_type ts, ggml_type td) {
+    fast_cvt c;
+    if (!rows) return c;
+    if (ts == GGML_TYPE_F32 && td == GGML_TYPE_F16) c.narrow = rows->f32_to_f16;
+    if (ts == GGML_TYPE_F32 && td == GGML_TYPE_BF16) c.narrow = rows->f32_to_bf16;
+    if (ts == GGML_TYPE_F16 && td == GGML_TYPE_F32) c.widen = rows->f16_to_f32;
+    if (ts == GGML_TYPE_BF16 && td == GGML_TYPE_F32) c.widen = rows->bf16_to_f32;
+    return c;
 }
 
 // Non-quantized type change, through float.
@@ -97,7 +100,7 @@ void dup_convert(const ggml_compute_params * params, const ggml_tensor * src, gg
 
     // packed F32 <-> F16/BF16: converted straight from source to destination (bit-identical to the
     // scalar conversions); fully contiguous tensors as one flat run
-    const fast_cvt_fn fast = ggml_cpu_fast_avx512(params) ? fast_converter(src->type, dst->type) : nullptr;
+    const fast_cvt fast = fast_converter(ggml_cpu_rows(params), src->type, dst->type);
     if (fast && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) {
         const size_t  ss   = ggml_type_size(src->type), ds = ggml_type_size(dst->type);
         const int64_t step = ggml_cpu_abort_poll::period;
@@ -228,7 +231,8 @@ void map_rows(const ggml_compute_params * params, ggml_tensor * dst, F f, int fa
 
     const bool f32 = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float) &&
                      dst->nb[0] == sizeof(float);
-    const bool fast = f32 && fast_op != no_fast && ggml_cpu_fast_avx512(params);
+    const ggml_cpu_row_kernels * rows = ggml_cpu_rows(params);
+    const bool fast = f32 && fast_op != no_fast && rows && rows->map_row;
 
     ggml_cpu_abort_poll poll(params);
     float               buf[GGML_CPU_CHUNK];
@@ -238,7 +242,7 @@ void map_rows(const ggml_compute_params * params, ggml_tensor * dst, F f, int fa
         const char * s = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
         char *       d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
         if (fast) {
-            ggml_avx512_map_row((ggml_fast_map) fast_op, (const float *) s, (float *) d, ne0, fa, fb);
+            rows->map_row((ggml_fast_map) fast_op, (const float *) s, (float *) d, ne0, fa, fb);
         } else if (f32) {
             const float * sf = (const float *) s;
             float *       df = (float *) d;
@@ -317,7 +321,8 @@ void binary_impl(const ggml_compute_params * params, ggml_tensor * dst) {
 
     const bool f32 = src0->type == GGML_TYPE_F32 && src1->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 &&
                      src0->nb[0] == sizeof(float) && src1->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
-    const bool fast = f32 && ggml_cpu_fast_avx512(params);
+    const ggml_cpu_row_kernels * rows = ggml_cpu_rows(params);
+    const bool fast = f32 && rows && rows->binary_row;
     const ggml_fast_bin fop = O == bin_op::add ? ggml_fast_bin::add
                             : O == bin_op::sub ? ggml_fast_bin::sub
                             : O == bin_op::mul ? ggml_fast_bin::mul
@@ -339,9 +344,9 @@ void binary_impl(const ggml_compute_params * params, ggml_tensor * dst) {
             const float * bf = (const float *) b;
             float *       df = (float *) d;
             if (ne10 == ne0 || ne10 == 1) {
-                ggml_avx512_binary_row(fop, af, bf, df, ne0, ne10 == 1);
+                rows->binary_row(fop, af, bf, df, ne0, ne10 == 1);
             } else {
-                for (int64_t t = 0; t < ne0; t += ne10) ggml_avx512_binary_row(fop, af + t, bf, df + t, ne10, false);
+                for (int64_t t = 0; t < ne0; t += ne10) rows->binary_row(fop, af + t, bf, df + t, ne10, false);
             }
         } else if (f32) {
             const float * af = (const float *) a;
@@ -400,7 +405,8 @@ void glu_impl(const ggml_compute_params * params, ggml_tensor * dst, F f, int fa
     int64_t       r0, r1;
     ggml_cpu_split_range(nr, params->ith, params->nth, &r0, &r1);
 
-    const bool fast = fast_op != no_fast && ggml_cpu_fast_avx512(params) && a->type == GGML_TYPE_F32 &&
+    const ggml_cpu_row_kernels * rows = ggml_cpu_rows(params);
+    const bool fast = fast_op != no_fast && rows && rows->glu_row && a->type == GGML_TYPE_F32 &&
                       dst->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float) &&
                       (!b || b->nb[0] == sizeof(float));
 
@@ -433,7 +439,7 @@ void glu_impl(const ggml_compute_params * params, ggml_tensor * dst, F f, int fa
         }
         char * d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
         if (fast) {
-            ggml_avx512_glu_row((ggml_fast_glu) fast_op, (const float *) xr, (const float *) gr, (float *) d, n);
+            rows->glu_row((ggml_fast_glu) fast_op, (const float *) xr, (const float *) gr, (float *) d, n);
             if (poll.tick(n)) return;
             continue;
         }

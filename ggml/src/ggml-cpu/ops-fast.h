@@ -1,31 +1,16 @@
 #pragma once
 
-// ops-fast.h — entry points of the AVX-512 fast paths (ops-*-avx512.cpp) and the run-time test
-// that selects them. The portable kernels call these only for contiguous F32 rows (and
-// F16/BF16 conversions) when ggml_cpu_fast_avx512(params) is true; everything else stays on the
-// portable path, which is also what params->use_ref forces.
+// ops-fast.h — the row kernels of each instruction-set level (ops-*-avx512.cpp, ops-*-avx2.cpp)
+// and the table that selects them. The portable kernels call a level's row kernel only for
+// contiguous F32 rows (and F16/BF16 conversions) when ggml_cpu_rows(params) returns a table with
+// that entry; everything else stays on the portable path, which is also what params->use_ref
+// forces. The level comes from cpu-isa.h (GGML_CPU_ISA caps it).
 
-#include "cpu-features.h"
+#include "cpu-isa.h"
 #include "cpu-ops.h"
 
 #include <cstddef>
 #include <cstdint>
-
-// true when the CPU (and OS) support the AVX-512 subset the fast kernels use (F, BW, VL, FMA,
-// F16C) and the caller did not ask for the portable path. Only x86-64 builds with GCC/Clang
-// compile the fast kernels at all.
-inline bool ggml_cpu_fast_avx512(const struct ggml_compute_params * params) {
-#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
-    static const bool ok = [] {
-        const ggml_cpu_features & f = ggml_cpu_get_features();
-        return f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c;
-    }();
-    return ok && !params->use_ref;
-#else
-    (void) params;
-    return false;
-#endif
-}
 
 // ---- elementwise rows (ops-elementwise-avx512.cpp); x, y may be the same array -------------
 enum class ggml_fast_map { scale, scale_bias, sqr, sqrt, silu, gelu, gelu_erf, gelu_quick, sigmoid, tanh, exp, relu, neg, abs };
@@ -73,3 +58,37 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
 // Whether that kernel runs this node with bf16 products (F16/BF16 K and V, GGML_PREC_DEFAULT, the
 // kernel table's choice) rather than exact F32 ones.
 bool ggml_avx512_flash_attn_uses_bf16(const struct ggml_tensor * dst);
+
+// ---- the table ---------------------------------------------------------------------------------
+// One per level; an entry a level has not written is nullptr (that op stays portable there).
+struct ggml_cpu_row_kernels {
+    const char * isa; // "avx512", "avx2": prefix of the kernel names the ops report
+    void (*map_row)(ggml_fast_map op, const float * x, float * y, int64_t n, float a, float b);
+    void (*glu_row)(ggml_fast_glu op, const float * x, const float * g, float * y, int64_t n);
+    void (*binary_row)(ggml_fast_bin op, const float * a, const float * b, float * d, int64_t n, bool b_scalar);
+    void (*f32_to_f16)(const float * x, uint16_t * y, int64_t n);
+    void (*f16_to_f32)(const uint16_t * x, float * y, int64_t n);
+    void (*f32_to_bf16)(const float * x, uint16_t * y, int64_t n);
+    void (*bf16_to_f32)(const uint16_t * x, float * y, int64_t n);
+    void (*rms_norm_row)(const float * x, float * y, int64_t n, float eps);
+    void (*norm_row)(const float * x, float * y, int64_t n, float eps);
+    void (*soft_max_row)(const float * x, float * y, float * tmp, int64_t n, float scale, const void * mask,
+                         bool mask_f16, float slope, float sink);
+    void (*rope_cache)(const double * coef, int half, double pos, float mscale, bool neox, float * cs, float * sn);
+    void (*rope_row)(const float * x, float * y, int64_t ne0, int n_offs, int n_dims, bool neox, const float * cs,
+                     const float * sn);
+};
+
+// The tables (nullptr where the build has no such level: non-x86, non-GCC/Clang).
+const ggml_cpu_row_kernels * ggml_cpu_row_kernels_avx512(void); // ops-fast.cpp
+const ggml_cpu_row_kernels * ggml_cpu_row_kernels_avx2(void);   // ops-rows-avx2.cpp
+
+// The row kernels of the active level, nullptr for the portable path (use_ref, or no level).
+inline const ggml_cpu_row_kernels * ggml_cpu_rows_for_level(void) {
+    if (ggml_cpu_isa_allows(ggml_cpu_isa::avx512)) return ggml_cpu_row_kernels_avx512();
+    if (ggml_cpu_isa_allows(ggml_cpu_isa::avx2)) return ggml_cpu_row_kernels_avx2();
+    return nullptr;
+}
+inline const ggml_cpu_row_kernels * ggml_cpu_rows(const struct ggml_compute_params * params) {
+    return params->use_ref ? nullptr : ggml_cpu_rows_for_level();
+}

@@ -102,7 +102,8 @@ bool ggml_cpu_flash_attn_ext_supported(const struct ggml_tensor * dst) {
 size_t ggml_cpu_flash_attn_ext_work_size(const struct ggml_tensor * dst, int n_threads) {
     const fa_layout l      = make_layout(dst->src[0]->ne[0], dst->src[2]->ne[0]);
     size_t          floats = (size_t) l.total;
-    // room for the AVX-512 kernel's scratch too (asked only where that kernel can run)
+    // room for the AVX-512 kernel's scratch too (wherever the CPU has it, whatever the cap: the
+    // cap may change between planning and running)
     const ggml_cpu_features & f = ggml_cpu_get_features();
     if (f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c) {
         floats = std::max(floats, ggml_avx512_flash_attn_floats(dst->src[0]->ne[0], dst->src[2]->ne[0]));
@@ -135,7 +136,7 @@ void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struc
 
     if (Dv == 0 || n_q == 0 || n_head == 0 || S == 0) return;
 
-    if (ggml_cpu_fast_avx512(params)) {
+    if (!params->use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::avx512)) {
         GGML_ASSERT(params->wsize >= ggml_cpu_flash_attn_ext_work_size(dst, params->nth));
         ggml_avx512_flash_attn_ext(params, dst);
         return;

@@ -35,7 +35,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#include "cpu-features.h"
+#include "cpu-isa.h"
 #include "kernel-choice.h"
 
 // GCC 12 reports the deliberately undefined pass-through operands inside avx512fintrin.h's own
@@ -85,15 +85,10 @@ struct plan {
     size_t  w_bytes; // one thread's packed weight block
 };
 
-bool amx_opted_in() {
-    const char * v = getenv("GGML_CPU_AMX");
-    return v != nullptr && strcmp(v, "1") == 0;
-}
-
+// AMX is a level of its own (cpu-isa.h): opted in by GGML_CPU_ISA=amx or GGML_CPU_AMX=1
 bool amx_ok() {
-    static const bool ok = amx_opted_in() && ggml_cpu_get_features().amx_bf16 &&
-                           ggml_cpu_get_features().avx512_bf16 && ggml_cpu_amx_request_permission();
-    return ok;
+    const ggml_cpu_features & f = ggml_cpu_active_features();
+    return f.amx_bf16 && f.avx512_bf16 && ggml_cpu_amx_request_permission();
 }
 
 // bf16_kernel: the kernel for BF16 weights (ggml_cpu_kernel_for(mul_mat_bf16) when running; the
@@ -102,7 +97,7 @@ plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel) {
     plan                       pl;
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
-    const ggml_cpu_features &  f = ggml_cpu_get_features();
+    const ggml_cpu_features &  f = ggml_cpu_active_features();
     if (!a || !b || !f.avx512f || !f.avx512bw || !f.fma || !f.f16c) return pl;
     const bool quant = ggml_cpu_mul_mat_x86_dequantizes(a->type);
     if (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16 && a->type != GGML_TYPE_BF16 && !quant) return pl;

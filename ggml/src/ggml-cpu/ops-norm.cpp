@@ -29,7 +29,10 @@ void norm_impl(const ggml_compute_params * params, ggml_tensor * dst) {
 
     const bool f32 = src->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && src->nb[0] == sizeof(float) &&
                      dst->nb[0] == sizeof(float);
-    const bool   fast = f32 && ggml_cpu_fast_avx512(params);
+    const ggml_cpu_row_kernels * rows = ggml_cpu_rows(params);
+    void (*const fast_row)(const float *, float *, int64_t, float) =
+        !f32 || !rows ? nullptr : K == norm_kind::norm ? rows->norm_row : rows->rms_norm_row;
+    const bool   fast = fast_row != nullptr;
     const size_t snb0 = src->nb[0];
     const size_t dnb0 = dst->nb[0];
 
@@ -42,8 +45,7 @@ void norm_impl(const ggml_compute_params * params, ggml_tensor * dst) {
         char *       d = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
 
         if (fast) {
-            if (K == norm_kind::norm) ggml_avx512_norm_row((const float *) s, (float *) d, ne0, eps);
-            else                      ggml_avx512_rms_norm_row((const float *) s, (float *) d, ne0, eps);
+            fast_row((const float *) s, (float *) d, ne0, eps);
             if (poll.tick(ne0)) return;
             continue;
         }

@@ -245,7 +245,8 @@ void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_ten
 
     const int32_t * positions = (const int32_t *) pos->data;
 
-    if (src0->type == GGML_TYPE_F32 && ggml_cpu_fast_avx512(params)) {
+    const ggml_cpu_row_kernels * rows = ggml_cpu_rows(params);
+    if (src0->type == GGML_TYPE_F32 && rows && rows->rope_cache && rows->rope_row) {
         // theta_i = pos * coef_i: inverse frequency, frequency factor and YaRN mix folded into one
         // double per dimension pair (theta_interp (1 - mix) + theta_extrap mix = theta_extrap
         // (freq_scale (1 - mix) + mix))
@@ -263,7 +264,7 @@ void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_ten
         }
         double mscale = rp.attn_factor;
         if (rp.ext_factor != 0.0f) mscale *= 1.0 + 0.1 * std::log(1.0 / (double) rp.freq_scale);
-        // NORMAL keeps an interleaved cache of n_dims entries (see ggml_avx512_rope_cache)
+        // NORMAL keeps an interleaved cache of n_dims entries (see ggml_cpu_row_kernels::rope_cache)
         std::vector<float> cs(n_dims + 16), sn(n_dims + 16);
         for (int64_t r = r0; r < r1; ++r) {
             if (((r - r0) & 255) == 0 && ggml_cpu_should_abort(params)) return;
@@ -271,12 +272,12 @@ void ggml_cpu_op_rope(const struct ggml_compute_params * params, struct ggml_ten
             const int64_t i2 = (r / ne1) % ne2;
             const int64_t i3 = r / (ne1 * ne2);
             if (i2 != cached_i2) {
-                ggml_avx512_rope_cache(coef.data(), half, (double) positions[i2], (float) mscale, rp.neox, cs.data(), sn.data());
+                rows->rope_cache(coef.data(), half, (double) positions[i2], (float) mscale, rp.neox, cs.data(), sn.data());
                 cached_i2 = i2;
             }
             const char * x = (const char *) src0->data + i1 * src0->nb[1] + i2 * src0->nb[2] + i3 * src0->nb[3];
             char *       y = (char *) dst->data + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
-            ggml_avx512_rope_row((const float *) x, (float *) y, ne0, n_offs, n_dims, rp.neox, cs.data(), sn.data());
+            rows->rope_row((const float *) x, (float *) y, ne0, n_offs, n_dims, rp.neox, cs.data(), sn.data());
         }
         return;
     }

@@ -70,7 +70,8 @@ void ggml_cpu_op_soft_max(const struct ggml_compute_params * params, struct ggml
 
     int64_t r0, r1;
     ggml_cpu_split_range(nrows, params->ith, params->nth, &r0, &r1);
-    const bool fast = ggml_cpu_fast_avx512(params);
+    const ggml_cpu_row_kernels * rows = ggml_cpu_rows(params);
+    const bool fast = rows && rows->soft_max_row;
 
     for (int64_t r = r0; r < r1; ++r) {
         if (((r - r0) & 255) == 0 && ggml_cpu_should_abort(params)) return;
@@ -87,8 +88,8 @@ void ggml_cpu_op_soft_max(const struct ggml_compute_params * params, struct ggml
             const void * mrow = mask ? (const char *) mask->data + i1 * mask->nb[1] + (i2 % mask->ne[2]) * mask->nb[2] +
                                            (i3 % mask->ne[3]) * mask->nb[3]
                                      : nullptr;
-            ggml_avx512_soft_max_row(x, y, tmp, ne00, scale, mrow, mask && mask->type == GGML_TYPE_F16,
-                                     mask ? slope_of(i2) : 1.0f, sinks ? ((const float *) sinks->data)[i2] : -INFINITY);
+            rows->soft_max_row(x, y, tmp, ne00, scale, mrow, mask && mask->type == GGML_TYPE_F16,
+                               mask ? slope_of(i2) : 1.0f, sinks ? ((const float *) sinks->data)[i2] : -INFINITY);
             continue;
         }
 

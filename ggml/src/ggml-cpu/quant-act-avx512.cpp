@@ -15,7 +15,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include "../ggml-common.h"
-#include "cpu-features.h"
+#include "cpu-isa.h"
 
 // GCC 12's _mm512_reduce_* expansions read a never-initialized helper vector's lanes that the
 // shuffles then discard: -Wmaybe-uninitialized at every use says nothing about this code
@@ -125,8 +125,8 @@ void quantize_q8_K(const float * x, void * vy, int64_t k) {
 
 #pragma GCC pop_options
 
-ggml_quantize_act_fn ggml_cpu_quantize_act_fast(enum ggml_type vec_dot_type) {
-    if (!ggml_cpu_get_features().avx512f) return nullptr;
+ggml_quantize_act_fn ggml_cpu_quantize_act_avx512(enum ggml_type vec_dot_type) {
+    if (!ggml_cpu_active_features().avx512f) return nullptr;
     switch (vec_dot_type) {
         case GGML_TYPE_Q8_0: return quantize_q8_0;
         case GGML_TYPE_Q8_1: return quantize_q8_1;
@@ -137,6 +137,6 @@ ggml_quantize_act_fn ggml_cpu_quantize_act_fast(enum ggml_type vec_dot_type) {
 
 #else // not x86-64 GCC/Clang: the references run
 
-ggml_quantize_act_fn ggml_cpu_quantize_act_fast(enum ggml_type) { return nullptr; }
+ggml_quantize_act_fn ggml_cpu_quantize_act_avx512(enum ggml_type) { return nullptr; }
 
 #endif

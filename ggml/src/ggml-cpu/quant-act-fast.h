@@ -15,4 +15,9 @@ typedef void (*ggml_quantize_act_fn)(const float * x, void * y, int64_t n);
 
 // The fast quantizer to vec_dot_type (GGML_TYPE_Q8_0, Q8_1 or Q8_K) on this CPU, nullptr where there
 // is none (other types, no AVX-512, non-x86 builds): callers then use the reference.
+// Chooses by the active instruction-set level (cpu-isa.h): the level's own quantizer, else a lower
+// level's.
 ggml_quantize_act_fn ggml_cpu_quantize_act_fast(enum ggml_type vec_dot_type);
+// Per level (quant-act-avx512.cpp, quant-act-avx2.cpp): nullptr where the level has none.
+ggml_quantize_act_fn ggml_cpu_quantize_act_avx512(enum ggml_type vec_dot_type);
+ggml_quantize_act_fn ggml_cpu_quantize_act_avx2(enum ggml_type vec_dot_type);

@@ -26,7 +26,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include "../ggml-common.h"
-#include "cpu-features.h"
+#include "cpu-isa.h"
 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -536,8 +536,8 @@ const ggml_quant_dot_fast k_fast_q6_K = {"avx512 vnni q6_K", entry_q6_K, nullptr
 
 #pragma GCC pop_options
 
-const ggml_quant_dot_fast * ggml_cpu_quant_dot_fast(enum ggml_type type) {
-    const ggml_cpu_features & f = ggml_cpu_get_features();
+const ggml_quant_dot_fast * ggml_cpu_quant_dot_avx512(enum ggml_type type) {
+    const ggml_cpu_features & f = ggml_cpu_active_features();
     if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni && f.f16c && f.fma)) return nullptr;
     switch (type) {
         case GGML_TYPE_Q8_0: return &k_fast_q8_0;
@@ -554,6 +554,6 @@ const ggml_quant_dot_fast * ggml_cpu_quant_dot_fast(enum ggml_type type) {
 
 #else // not x86-64 GCC/Clang: the portable vec_dot_ref path does everything
 
-const ggml_quant_dot_fast * ggml_cpu_quant_dot_fast(enum ggml_type) { return nullptr; }
+const ggml_quant_dot_fast * ggml_cpu_quant_dot_avx512(enum ggml_type) { return nullptr; }
 
 #endif

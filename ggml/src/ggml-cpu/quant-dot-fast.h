@@ -33,4 +33,10 @@ struct ggml_quant_dot_fast {
 
 // The fast kernel for weights of `type` on this CPU, nullptr if there is none (type not covered,
 // no AVX512-VNNI, non-x86 build).
+// Chooses by the active instruction-set level (cpu-isa.h): the highest level at or below it that
+// has a tile for `type` (quant-dot-fast.cpp).
 const ggml_quant_dot_fast * ggml_cpu_quant_dot_fast(enum ggml_type type);
+// Per level: nullptr where the level has no tile for `type` or the active features lack what it
+// needs (AVX512-VNNI for the avx512 tiles).
+const ggml_quant_dot_fast * ggml_cpu_quant_dot_avx512(enum ggml_type type); // quant-dot-fast-avx512.cpp
+const ggml_quant_dot_fast * ggml_cpu_quant_dot_avx2(enum ggml_type type);   // quant-dot-fast-avx2.cpp

@@ -18,6 +18,7 @@
 #include "../chain_match.h"
 #include "../ggml_extensions.h"
 #include "../kernel_desc.h"
+#include "cpu-isa-service.h"
 #include "cpu_kernels.h"
 #include "ggml-cpu.h"
 #include "int8-impl.h"
@@ -45,7 +46,7 @@ bool path_available(path p) {
         case path::automatic:
         case path::portable: return true;
 #if defined(__x86_64__) || defined(_M_X64)
-        case path::vnni: return ggml_cpu_has_avx512() && ggml_cpu_has_avx512_vnni() && __builtin_cpu_supports("avx512bw");
+        case path::vnni: return sd_cpu::isa_can_use("avx512") && sd_cpu::isa_can_use("avx512_vnni");
 #else
         case path::vnni: return false;
 #endif

@@ -11,6 +11,7 @@
 //   portable (no AVX-512, or ggml_backend_cpu_set_use_ref): sequential double sum,
 //            scale kept in double, y = float(double(x) * scale).
 
+#include "cpu-isa-service.h"
 #include "ggml-cpu.h"
 
 #include <cmath>
@@ -32,11 +33,8 @@ namespace sd_cpu_rms {
 // portable reference path (ggml_backend_cpu_set_use_ref; checked by the caller).
 inline bool cpu_has_avx512_rms_path() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
-    // the backend's own CPUID answers where ggml-cpu.h has them (clang 14's __builtin_cpu_supports
-    // does not know "f16c")
-    static const bool yes = ggml_cpu_has_avx512() && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512vl") && ggml_cpu_has_fma() && ggml_cpu_has_f16c();
-    return yes;
+    // the level the backend's RMS_NORM runs at (its row table, ggml-cpu/ops-fast.h)
+    return sd_cpu::isa_can_use("avx512");
 #else
     return false;
 #endif

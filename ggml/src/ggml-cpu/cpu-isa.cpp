@@ -1,0 +1,194 @@
+// cpu-isa.cpp — the active instruction-set level (cpu-isa.h), its cap (GGML_CPU_ISA,
+// ggml_cpu_set_isa) and the public queries over it (ggml-cpu.h).
+
+#include "cpu-isa.h"
+
+#include "ggml-cpu.h"
+#include "ggml-impl.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+constexpr int N_LEVELS = (int) ggml_cpu_isa::count;
+
+const char * const k_names[N_LEVELS] = {"portable", "avx2", "avx_vnni", "avx512", "amx"};
+
+bool level_supported(const ggml_cpu_features & f, ggml_cpu_isa l) {
+    switch (l) {
+        case ggml_cpu_isa::portable: return true;
+        case ggml_cpu_isa::avx2: return f.avx2 && f.fma && f.f16c;
+        case ggml_cpu_isa::avx_vnni: return level_supported(f, ggml_cpu_isa::avx2) && f.avx_vnni;
+        // an AVX-512 CPU without AVX-VNNI (Zen 4, Ice Lake) still has the avx512 level
+        case ggml_cpu_isa::avx512:
+            return level_supported(f, ggml_cpu_isa::avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+        case ggml_cpu_isa::amx:
+            return level_supported(f, ggml_cpu_isa::avx512) && (f.amx_int8 || f.amx_bf16) &&
+                   ggml_cpu_amx_request_permission();
+        default: return false;
+    }
+}
+
+ggml_cpu_isa detect_level() {
+    const ggml_cpu_features & f = ggml_cpu_get_features();
+    ggml_cpu_isa              best = ggml_cpu_isa::portable;
+    for (int l = 1; l < N_LEVELS; ++l) {
+        if (level_supported(f, (ggml_cpu_isa) l)) best = (ggml_cpu_isa) l;
+    }
+    return best;
+}
+
+// The features visible at each level: a flag survives only if its tier is at or below the level.
+ggml_cpu_features mask(ggml_cpu_features f, ggml_cpu_isa level) {
+    const int l = (int) level;
+    if (l < (int) ggml_cpu_isa::avx2) f.avx2 = f.fma = f.f16c = false;
+    if (l < (int) ggml_cpu_isa::avx_vnni) f.avx_vnni = false;
+    if (l < (int) ggml_cpu_isa::avx512) {
+        f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = false;
+        f.avx512_vnni = f.avx512_bf16 = f.avx512_vbmi = false;
+    }
+    if (l < (int) ggml_cpu_isa::amx) f.amx_tile = f.amx_int8 = f.amx_bf16 = false;
+    return f;
+}
+
+struct level_state {
+    ggml_cpu_isa      detected;
+    ggml_cpu_features masked[N_LEVELS];
+    std::atomic<int>  active;
+};
+
+int default_cap() {
+    // AMX is opt-in (cpu-isa.h); GGML_CPU_AMX=1 is the older name for GGML_CPU_ISA=amx
+    const char * amx = getenv("GGML_CPU_AMX");
+    return (amx && strcmp(amx, "1") == 0) ? (int) ggml_cpu_isa::amx : (int) ggml_cpu_isa::avx512;
+}
+
+int clamp_to_cpu(int cap, ggml_cpu_isa detected) { return cap < (int) detected ? cap : (int) detected; }
+
+level_state & state() {
+    static level_state * s = [] {
+        level_state * st = new level_state;
+        st->detected     = detect_level();
+        for (int l = 0; l < N_LEVELS; ++l) st->masked[l] = mask(ggml_cpu_get_features(), (ggml_cpu_isa) l);
+        int          cap = default_cap();
+        const char * env = getenv("GGML_CPU_ISA");
+        if (env && *env) {
+            ggml_cpu_isa lv;
+            if (ggml_cpu_isa_parse(env, &lv)) {
+                if (lv != ggml_cpu_isa::count) cap = (int) lv;
+            } else {
+                GGML_LOG_ERROR("GGML_CPU_ISA='%s' ignored: expected portable, avx2, avx_vnni, avx512, amx or native\n",
+                               env);
+            }
+        }
+        st->active.store(clamp_to_cpu(cap, st->detected));
+        return st;
+    }();
+    return *s;
+}
+
+} // namespace
+
+ggml_cpu_isa ggml_cpu_isa_detected(void) { return state().detected; }
+
+ggml_cpu_isa ggml_cpu_isa_active(void) { return (ggml_cpu_isa) state().active.load(std::memory_order_relaxed); }
+
+const ggml_cpu_features & ggml_cpu_active_features(void) {
+    level_state & s = state();
+    return s.masked[s.active.load(std::memory_order_relaxed)];
+}
+
+const char * ggml_cpu_isa_name(ggml_cpu_isa level) {
+    const int l = (int) level;
+    return l >= 0 && l < N_LEVELS ? k_names[l] : "?";
+}
+
+bool ggml_cpu_isa_parse(const char * name, ggml_cpu_isa * level) {
+    if (!name || !*name || !strcmp(name, "native") || !strcmp(name, "auto")) {
+        *level = ggml_cpu_isa::count;
+        return true;
+    }
+    for (int l = 0; l < N_LEVELS; ++l) {
+        if (!strcmp(name, k_names[l])) {
+            *level = (ggml_cpu_isa) l;
+            return true;
+        }
+    }
+    return false;
+}
+
+void ggml_cpu_isa_set_cap(ggml_cpu_isa cap) {
+    level_state & s = state();
+    const int     c = cap == ggml_cpu_isa::count ? default_cap() : (int) cap;
+    s.active.store(clamp_to_cpu(c, s.detected));
+}
+
+// ---- public (ggml-cpu.h) ----------------------------------------------------------------------
+
+extern "C" {
+
+bool ggml_cpu_set_isa(const char * level) {
+    ggml_cpu_isa l;
+    if (!ggml_cpu_isa_parse(level, &l)) {
+        GGML_LOG_ERROR("ggml_cpu_set_isa('%s'): unknown level (portable, avx2, avx_vnni, avx512, amx, native)\n", level);
+        return false;
+    }
+    ggml_cpu_isa_set_cap(l);
+    return true;
+}
+
+const char * ggml_cpu_get_isa(void) { return ggml_cpu_isa_name(ggml_cpu_isa_active()); }
+
+const char * ggml_cpu_get_isa_detected(void) { return ggml_cpu_isa_name(ggml_cpu_isa_detected()); }
+
+int ggml_cpu_isa_count(void) {
+    const level_state & s = state();
+    int                 n = 0;
+    for (int l = 0; l <= (int) s.detected; ++l) n += level_supported(ggml_cpu_get_features(), (ggml_cpu_isa) l);
+    return n;
+}
+
+const char * ggml_cpu_isa_level(int i) {
+    const level_state & s = state();
+    int                 n = 0;
+    for (int l = 0; l <= (int) s.detected; ++l) {
+        if (!level_supported(ggml_cpu_get_features(), (ggml_cpu_isa) l)) continue;
+        if (n++ == i) return k_names[l];
+    }
+    return nullptr;
+}
+
+bool ggml_cpu_isa_can_use(const char * feature) {
+    if (!feature) return false;
+    const ggml_cpu_features & f = ggml_cpu_active_features();
+    struct item {
+        const char * name;
+        bool         on;
+    };
+    const item items[] = {
+        {"avx2", f.avx2},
+        {"fma", f.fma},
+        {"f16c", f.f16c},
+        {"avx_vnni", f.avx_vnni},
+        {"avx512f", f.avx512f},
+        {"avx512bw", f.avx512bw},
+        {"avx512vl", f.avx512vl},
+        {"avx512dq", f.avx512dq},
+        {"avx512_vnni", f.avx512_vnni},
+        {"avx512_bf16", f.avx512_bf16},
+        {"avx512_vbmi", f.avx512_vbmi},
+        {"amx_int8", f.amx_int8},
+        {"amx_bf16", f.amx_bf16},
+    };
+    for (const item & it : items) {
+        if (!strcmp(feature, it.name)) return it.on;
+    }
+    // a level name: whether that whole level may run
+    ggml_cpu_isa l;
+    if (ggml_cpu_isa_parse(feature, &l) && l != ggml_cpu_isa::count) return ggml_cpu_isa_allows(l);
+    return false;
+}
+
+} // extern "C"
