@@ -56,6 +56,7 @@ ggml_cpu_features mask(ggml_cpu_features f, ggml_cpu_isa level) {
 struct level_state {
     ggml_cpu_isa      detected;
     ggml_cpu_features masked[N_LEVELS];
+    int               env_cap; // GGML_CPU_ISA (or the default): what "no explicit cap" restores
     std::atomic<int>  active;
 };
 
@@ -83,6 +84,7 @@ level_state & state() {
                                env);
             }
         }
+        st->env_cap = cap;
         st->active.store(clamp_to_cpu(cap, st->detected));
         return st;
     }();
@@ -121,7 +123,7 @@ bool ggml_cpu_isa_parse(const char * name, ggml_cpu_isa * level) {
 
 void ggml_cpu_isa_set_cap(ggml_cpu_isa cap) {
     level_state & s = state();
-    const int     c = cap == ggml_cpu_isa::count ? default_cap() : (int) cap;
+    const int     c = cap == ggml_cpu_isa::count ? s.env_cap : (int) cap;
     s.active.store(clamp_to_cpu(c, s.detected));
 }
 
