@@ -129,7 +129,8 @@ GGML_API void ggml_cpu_bf16_to_fp32(const ggml_bf16_t * x, float * y, int64_t n)
 // where present) < amx (opt-in). The CPU's level is capped by GGML_CPU_ISA (read once, same names,
 // "native" = no cap) or by ggml_cpu_set_isa(): nothing above the cap runs, so the AVX2 kernels can
 // be tested and timed on an AVX-512 machine. GGML_CPU_AMX=1 is the older name for a cap of amx.
-// ggml_cpu_set_isa: NULL, "", "auto" or "native" restores the default; false for an unknown name
+// ggml_cpu_set_isa: NULL, "", "auto" or "native" restores the default (GGML_CPU_ISA's cap if that is
+// set, else no cap up to avx512); false for an unknown name
 // (a level above the CPU's is accepted and acts as no cap). Process-wide; call between computations.
 GGML_API bool         ggml_cpu_set_isa(const char * level);
 GGML_API const char * ggml_cpu_get_isa(void);          // the active level ("avx2", ...)

@@ -44,5 +44,6 @@ const ggml_cpu_features & ggml_cpu_active_features(void);
 const char * ggml_cpu_isa_name(ggml_cpu_isa level); // "portable", "avx2", "avx_vnni", "avx512", "amx"
 // Parses a level name (also "native"/"auto"/"" = no cap, returned as ggml_cpu_isa::count).
 bool         ggml_cpu_isa_parse(const char * name, ggml_cpu_isa * level);
-// Sets the cap (ggml_cpu_isa::count = the default: everything the CPU has up to avx512).
+// Sets the cap (ggml_cpu_isa::count: back to the process's default, GGML_CPU_ISA's cap if set, else
+// everything the CPU has up to avx512).
 void         ggml_cpu_isa_set_cap(ggml_cpu_isa cap);
