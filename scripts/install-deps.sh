@@ -15,6 +15,8 @@ for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopen
            libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers; do
     have_pkg "$pkg" || need+=("$pkg")
 done
+# qemu-user: scripts/test-qemu-avx2.sh runs the unit tests as an AVX2-only CPU (qemu-x86_64 -cpu Haswell)
+[ "$(uname -m)" = x86_64 ] && { have_pkg qemu-user || need+=(qemu-user); }
 # ccache: the option builds of scripts/test-options.sh reuse the default build's objects
 have_pkg ccache || need+=(ccache)
 # clang-14, libclang-rt-14-dev: libFuzzer for scripts/test-fuzz.sh (tests/fuzz)

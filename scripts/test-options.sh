@@ -12,7 +12,9 @@
 #   GGML_VULKAN=OFF           ON*      the CPU-only library: no Vulkan targets, scheduler tests
 #                                      (same dir as above; *ON where libvulkan-dev and glslc exist)
 #   GGML_NATIVE=OFF           ON       no -march=native: the kernels' portable and runtime-dispatched
-#                                      paths against their references (build-opt-portable)
+#                                      paths against their references (build-opt-portable); the same
+#                                      binaries then run as an AVX2-only CPU under qemu
+#                                      (scripts/test-qemu-avx2.sh)
 #   SD_BUILD_TESTS=OFF        ON       everything else still builds: sdx and every benchmark, each
 #                                      run with --smoke (build-opt-notests)
 #   SD_SANITIZE               ""       address;undefined: scripts/test.sh; thread: scripts/test-tsan.sh
@@ -79,9 +81,13 @@ echo "== option GGML_NATIVE=OFF"
 d=build-opt-portable
 configure "$d" -DGGML_NATIVE=OFF -DSD_BUILD_BENCH=OFF
 portable_tests=(test-core test-backend-ops test-sd-ops test-fusion-norm-quant test-fusion-gate-quant
-                test-fusion-linear-epilogue test-int8 test-model)
-build "$d" "${portable_tests[@]}"
+                test-fusion-linear-epilogue test-int8 test-model test-cpu-isa)
+# built for the emulated AVX2 pass only (their native runs are in the default build's ctest)
+qemu_only=(test-alloc test-kernel-choice test-quants test-quant-dot test-ext test-graph-access)
+build "$d" "${portable_tests[@]}" "${qemu_only[@]}"
 run_tests "$d" "${portable_tests[@]}"
+echo "== the unit tests as an AVX2-only CPU (qemu-x86_64 -cpu Haswell, $d)"
+scripts/test-qemu-avx2.sh "$d" "$jobs"
 
 echo "== option SD_BUILD_TESTS=OFF"
 d=build-opt-notests

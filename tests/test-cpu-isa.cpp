@@ -55,6 +55,15 @@ TEST(CpuIsa, levels_run_from_portable_up_to_the_cpu_level) {
     test_isa::note_skipped_levels();
 }
 
+// Under emulation (scripts/test-qemu-avx2.sh sets SD_EXPECT_ISA_DETECTED=avx2) the pass is only
+// meaningful if the library really sees the emulated CPU.
+TEST(CpuIsa, the_detected_level_is_the_expected_one_where_the_runner_states_it) {
+    const char * want = getenv("SD_EXPECT_ISA_DETECTED");
+    if (!want || !*want) GTEST_SKIP() << "SD_EXPECT_ISA_DETECTED not set (only the emulated pass sets it)";
+    EXPECT_STREQ(ggml_cpu_get_isa_detected(), want);
+    if (std::string(want) == "avx2") EXPECT_EQ(ggml_cpu_has_avx512(), 0);
+}
+
 TEST(CpuIsa, the_cap_lowers_the_active_level_and_null_restores_it) {
     restore_cap r;
     const std::string dflt = ggml_cpu_get_isa();
