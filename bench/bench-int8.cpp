@@ -54,7 +54,7 @@ struct options {
 };
 
 void usage(const char * argv0) {
-    printf("usage: %s [--smoke] [--json] [--threads N] [--group G] [--path portable|vnni|amx] [--min-time S]\n"
+    printf("usage: %s [--smoke] [--json] [--threads N] [--group G] [--path portable|avx2|vnni|amx] [--min-time S]\n"
            "          [--quantize-only]\n"
            "\n"
            "Times the INT8 linear from F32 activations (rotation + quantization included) and from packed\n"
@@ -64,7 +64,8 @@ void usage(const char * argv0) {
            "  --json        also print one JSON object per result\n"
            "  --threads N   CPU threads (default: all online CPUs)\n"
            "  --group G     ConvRot group for the F32-activation case (default 256; a power of 4)\n"
-           "  --path P      force a kernel path (default: best available)\n"
+           "  --path P      force a kernel path (default: best available; one this CPU or the\n"
+           "                GGML_CPU_ISA cap excludes falls back to the best available, with a warning)\n"
            "  --min-time S  time each case for at least S seconds (default 1)\n"
            "  --quantize-only  only the ConvRot quantizer section: each power-of-4 group dividing K\n"
            "                against group 256 on the same shape, in the same run\n",
@@ -170,7 +171,7 @@ int bench_quantize(ggml_backend_t be, const options & o, int min_reps, int max_r
         std::vector<float>  xr((size_t) (s.K * krows));
         std::vector<int8_t> qr(xr.size());
         ggml_backend_tensor_get(x, xr.data(), 0, xr.size() * sizeof(float));
-        const bool portable = sd_int8::resolve_path() == sd_int8::path::portable;
+        const sd_int8::path qpath = sd_int8::resolve_path();
         for (int64_t G = 256; G <= s.K; G *= 4) {
             if (s.K % G != 0) continue;
             ggml_init_params gp = {4 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(), nullptr, true};
@@ -219,8 +220,7 @@ int bench_quantize(ggml_backend_t be, const options & o, int min_reps, int max_r
                                 int32_t rs;
                                 const float * xs = xr.data() + r * s.K;
                                 int8_t *      qs = qr.data() + r * s.K;
-                                if (portable) sd_int8::quantize_row_portable(xs, s.K, (int) G, qs, &rs);
-                                else sd_int8::quantize_row_avx512(xs, s.K, (int) G, qs, &rs);
+                                sd_int8::quantize_row(qpath, xs, s.K, (int) G, qs, &rs);
                             }
                         },
                         min_reps, o.min_time_s, o.smoke ? 1 : 100000);
@@ -393,10 +393,13 @@ int main(int argc, char ** argv) {
                 printf("oneDNN %s: fused %s, packed %s\n", shape_s, od->impl_fused().c_str(), od->impl_packed().c_str());
                 od->run_fused();
                 od->run_packed();
-                // On a slice (first and last rows and columns) oneDNN's s32 sums must equal the
-                // exact integer sum, which shows a mis-specified layout or a transposed view; our
-                // output must equal the epilogue applied to that sum exactly, and oneDNN's fused
-                // output its own (common-scale) epilogue up to rounding.
+                // On a slice (first and last rows and columns) our output must equal the epilogue
+                // applied to the exact integer sum (a failure of this run). oneDNN's s32 sums are
+                // compared with the exact sum and its fused output with its own (common-scale)
+                // epilogue up to rounding: a mismatch there is the peer's, reported as a finding
+                // without failing the run (oneDNN's AVX2 s8 GEMM sums pairs in saturating int16,
+                // cpu-isa-facts.md), though a count near the whole sample would rather point at a
+                // mis-specified layout here.
                 int64_t bad_acc = 0, bad_ours = 0, bad_fused = 0;
                 auto    check   = [&](int64_t r, int64_t n) {
                     int32_t acc = 0;
@@ -415,12 +418,17 @@ int main(int argc, char ** argv) {
                         check(s.rows - 1 - r, s.N - 1 - n);
                     }
                 }
-                if (bad_acc || bad_ours || bad_fused) {
-                    printf("oneDNN CHECK FAILED %s: of %lld sampled outputs, %lld oneDNN s32 sums differ from the exact "
-                           "sum, %lld of ours and %lld of oneDNN's fused outputs differ from the epilogue\n",
-                           shape_s, (long long) (2 * sr * sn), (long long) bad_acc, (long long) bad_ours,
-                           (long long) bad_fused);
+                if (bad_ours) {
+                    printf("CHECK FAILED %s: %lld of %lld sampled outputs of ours differ from the epilogue of the exact "
+                           "sum\n",
+                           shape_s, (long long) bad_ours, (long long) (2 * sr * sn));
                     ++failures;
+                }
+                if (bad_acc || bad_fused) {
+                    printf("peer finding %s: of %lld sampled outputs, %lld oneDNN s32 sums differ from the exact sum "
+                           "and %lld of oneDNN's fused outputs from its epilogue (not exact on this CPU; not a failure "
+                           "of this run)\n",
+                           shape_s, (long long) (2 * sr * sn), (long long) bad_acc, (long long) bad_fused);
                 }
                 sm.od_fused  = bench::time_it([&] { od->run_fused(); }, min_reps, o.min_time_s, max_reps);
                 sm.od_packed = bench::time_it([&] { od->run_packed(); }, min_reps, o.min_time_s, max_reps);

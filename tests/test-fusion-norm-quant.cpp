@@ -207,10 +207,10 @@ TEST(NormModQuantFusion, fused_equals_unfused_chain) {
 }
 
 TEST(NormModQuantFusion, fused_equals_unfused_on_both_quantizer_paths) {
-    // the quantizer's portable and AVX-512 row paths are chosen at prepare, as for the
+    // the quantizer's row path (portable, AVX2, AVX-512) is chosen at prepare, as for the
     // standalone sd.quantize_i8_convrot.v1 kernel
-    for (sd_int8::path p : {sd_int8::path::portable, sd_int8::path::vnni}) {
-        if (!sd_int8::path_available(p)) continue;
+    // every quantizer path this CPU may run (the others are named as skipped)
+    for (sd_int8::path p : sd_fusion_test::available_paths({sd_int8::path::portable, sd_int8::path::avx2, sd_int8::path::vnni})) {
         path_scope ps(p);
         for (const nq_case & c : {nq_case{768, 5, 1, 1, 256, false, true}, nq_case{192, 17, 1, 1, 64, false, true},
                                   nq_case{20, 3, 1, 1, 4, false, false}}) {
@@ -222,7 +222,7 @@ TEST(NormModQuantFusion, fused_equals_unfused_on_both_quantizer_paths) {
 }
 
 // Groups above 256 (real Krea2 files use 1024 and 16384), strided and contiguous x, odd row
-// counts, on both quantizer paths and the portable norm.
+// counts, on every quantizer path and the portable norm.
 TEST(NormModQuantFusion, large_groups_fused_equals_unfused) {
     const nq_case cases[] = {
         {3072, 5, 1, 1, 1024, true, true},
@@ -230,8 +230,8 @@ TEST(NormModQuantFusion, large_groups_fused_equals_unfused) {
         {16384, 3, 1, 1, 16384, true, true},
         {16384, 1, 3, 1, 1024, true, false},
     };
-    for (sd_int8::path p : {sd_int8::path::portable, sd_int8::path::vnni}) {
-        if (!sd_int8::path_available(p)) continue;
+    // every quantizer path this CPU may run (the others are named as skipped)
+    for (sd_int8::path p : sd_fusion_test::available_paths({sd_int8::path::portable, sd_int8::path::avx2, sd_int8::path::vnni})) {
         path_scope ps(p);
         for (const nq_case & c : cases) {
             for (bool use_ref : {false, true}) {

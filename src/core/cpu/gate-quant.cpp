@@ -139,7 +139,7 @@ struct gate_job {
     int64_t          K, ne1, ne2, rows;
     int              group;
     bool             u_first;
-    bool             portable;
+    path             p; // the row quantizer's path
     int8_t *         out;     // packed destination (output or staging)
     float *          scratch; // K floats per thread slot
     int64_t          scratch_stride;
@@ -183,8 +183,7 @@ void gate_task(int ith, int nth, void * data) {
             for (int64_t k = 0; k < K; ++k) t[k] = orow[k] * t[k];
         }
         int32_t     rs;
-        const float s = j.portable ? quantize_row_portable(t, K, j.group, j.out + r * K, &rs)
-                                   : quantize_row_avx512(t, K, j.group, j.out + r * K, &rs);
+        const float s = quantize_row(j.p, t, K, j.group, j.out + r * K, &rs);
         memcpy(scales + r, &s, sizeof(float));
     }
     if (ith == 0) memset(j.out + j.rows * K, 0, (size_t) ((prows - j.rows) * K));
@@ -227,9 +226,9 @@ ggml_status gate_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, v
     j.rows     = rows_of(mul);
     j.group    = c.group;
     j.u_first  = c.u_first;
-    // the quantizer's two paths are bit-identical; under use_ref the portable one is the
+    // the quantizer's paths are bit-identical; under use_ref the portable one is the
     // backend-independent choice
-    j.portable = ggml_backend_cpu_get_use_ref(backend) || resolve_path() == path::portable;
+    j.p        = ggml_backend_cpu_get_use_ref(backend) ? path::portable : resolve_path();
     j.max_threads    = par ? std::max(1, par->n_threads(backend)) : 1;
     j.scratch_stride = pad_up(j.K, 16) + 16; // keeps thread slots on separate cache lines
 

@@ -1,6 +1,7 @@
 // ConvRot: the regular Hadamard rotation in groups of 4^n values fused with the per-row INT8
-// quantization (int8-convrot-facts.md). Two implementations with identical float evaluation:
-// a portable scalar one and an AVX-512 one (compiled for that target, selected at run time).
+// quantization (int8-convrot-facts.md). Implementations with identical float evaluation: a
+// portable scalar one and an AVX-512 one here (compiled for that target, selected at run time),
+// an AVX2 one in int8-convrot-avx2.cpp; quantize_row picks one for a path.
 //
 // Every power-of-4 group is supported. Groups up to 256 rotate in registers. A larger group G
 // (converted ComfyUI files use 1024 and 16384) is the same stage sequence done in two parts:
@@ -26,10 +27,6 @@ namespace sd_int8 {
 
 namespace {
 
-// 1/sqrt(G) for G = 4^n is a power of two, so the initial scaling is exact; computed the way
-// the facts sheet states anyway.
-inline float group_scale(int group) { return 1.0f / sqrtf((float) group); }
-
 // q = clamp(round_half_to_even(f), -127, 127); clamping first keeps lrintf in range and gives the
 // same result for every finite f. NaN (0 * Inf) maps to 0.
 inline int8_t quant_value(float f) {
@@ -39,27 +36,18 @@ inline int8_t quant_value(float f) {
     return (int8_t) lrintf(f);
 }
 
-// Row with a non-finite rotated value: all zeros, scale NaN.
-float nonfinite_row(int64_t K, int8_t * q, int32_t * rowsum) {
-    memset(q, 0, (size_t) K);
-    *rowsum = 0;
-    return NAN;
-}
-
-// Rows the AVX-512 path keeps rotated between its passes instead of rotating twice: up to 64 KiB
+// Rows the vector paths keep rotated between their passes instead of rotating twice: up to 64 KiB
 // (L2-resident) for groups rotated in registers; groups above 256 are rotated in memory anyway,
 // and a second in-memory rotation costs more than reading a longer kept row back, so up to
 // 512 KiB (every K the INT8 linear admits).
 constexpr int64_t kKeepSmallGroups = 16384;
 constexpr int64_t kKeepLargeGroups = 131072;
 
-bool keeps_row(int64_t K, int group) { return K <= (group > 256 ? kKeepLargeGroups : kKeepSmallGroups); }
-
-// Floats of scratch a row needs on either path (whole vectors, so a masked tail step may store
-// all 16 lanes).
+// Floats of scratch a row needs on any path (whole 16-float vectors, so a masked tail step may
+// store a whole vector).
 size_t scratch_floats(int64_t K, int group) {
     size_t n = group > 256 ? (size_t) group : 0; // one group rotated in memory
-    if (keeps_row(K, group)) n = std::max(n, (size_t) pad_up(K, 16));
+    if (convrot_detail::keeps_row(K, group)) n = std::max(n, (size_t) pad_up(K, 16));
     return n;
 }
 
@@ -70,7 +58,18 @@ struct row_scratch {
 };
 thread_local row_scratch t_scratch;
 
-// The reserved scratch (64-byte aligned); reserves it when the caller did not.
+} // namespace
+
+namespace convrot_detail {
+
+bool keeps_row(int64_t K, int group) { return K <= (group > 256 ? kKeepLargeGroups : kKeepSmallGroups); }
+
+float nonfinite_row(int64_t K, int8_t * q, int32_t * rowsum) {
+    memset(q, 0, (size_t) K);
+    *rowsum = 0;
+    return NAN;
+}
+
 float * scratch_for(int64_t K, int group) {
     if (!reserve_quantize_scratch(K, group)) {
         fprintf(stderr, "sd int8: out of memory for the ConvRot row scratch (K = %lld, group %d)\n", (long long) K,
@@ -80,7 +79,9 @@ float * scratch_for(int64_t K, int group) {
     return t_scratch.p;
 }
 
-} // namespace
+} // namespace convrot_detail
+
+using namespace convrot_detail;
 
 bool reserve_quantize_scratch(int64_t K, int group) {
     const size_t n = scratch_floats(K, group < 1 ? 1 : group);
@@ -456,5 +457,17 @@ float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int
 }
 
 #endif
+
+float quantize_row(path p, const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum) {
+    switch (p) {
+        case path::avx2: return quantize_row_avx2(x, K, group, q, rowsum);
+        // no AMX quantizer: an AMX CPU has AVX-512, and resolve_path never returns amx today
+        case path::vnni:
+        case path::amx: return quantize_row_avx512(x, K, group, q, rowsum);
+        case path::automatic:
+        case path::portable: break;
+    }
+    return quantize_row_portable(x, K, group, q, rowsum);
+}
 
 } // namespace sd_int8

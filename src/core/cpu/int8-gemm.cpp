@@ -370,4 +370,32 @@ bool gemm_vnni_splits_k(int64_t) { return false; } // the portable GEMM keeps wh
 
 #endif
 
+// The path -> GEMM choice, in one place (int8.cpp's phases and prepare ask only these).
+bool gemm(path p, const gemm_problem & g, int ith, int nth, const abort_poll & stop) {
+    switch (p) {
+        case path::avx2: return gemm_avx2(g, ith, nth, stop);
+        // no AMX kernel: resolve_path never returns amx; an AMX CPU runs the VNNI GEMM
+        case path::vnni:
+        case path::amx: return gemm_vnni(g, ith, nth, stop);
+        case path::automatic:
+        case path::portable: break;
+    }
+    return gemm_portable(g, ith, nth, stop);
+}
+
+bool gemm_splits_k(path p, int64_t K) {
+    switch (p) {
+        case path::avx2: return gemm_avx2_splits_k(K);
+        case path::vnni:
+        case path::amx: return gemm_vnni_splits_k(K);
+        case path::automatic:
+        case path::portable: break;
+    }
+    return false; // the portable GEMM keeps whole sums
+}
+
+// Only the VNNI offset trick starts from -128 * rowsum(a), and only it reads whole 4-byte k groups.
+bool gemm_needs_rowsum(path p) { return p == path::vnni || p == path::amx; }
+bool gemm_needs_k4(path p) { return p == path::vnni || p == path::amx; }
+
 } // namespace sd_int8

@@ -10,6 +10,7 @@
 #include "ggml-ext.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,13 +19,17 @@ namespace sd_int8 {
 // ---------------------------------------------------------------------------------------------
 // Path selection
 
-enum class path { automatic, portable, vnni, amx };
+// avx2 is listed last so the existing values keep their numbers; the preference order is
+// resolve_path's (amx, vnni, avx2, portable).
+enum class path { automatic, portable, vnni, amx, avx2 };
 
 // Forces a path for kernels prepared afterwards (tests); automatic = environment / CPU.
 void        set_path_override(path p);
+// Whether this CPU, under the GGML_CPU_ISA cap, may run the path: avx2 needs the CPU service's
+// "avx2" level (AVX2 + FMA + F16C), vnni its "avx512" level and "avx512_vnni".
 bool        path_available(path p);
 const char * path_name(path p);
-// override, else SD_INT8_PATH=portable|vnni|amx, else the best available. A forced path that
+// override, else SD_INT8_PATH=portable|avx2|vnni|amx, else the best available. A forced path that
 // the CPU lacks falls back to the best available (with a warning).
 path        resolve_path();
 
@@ -62,9 +67,27 @@ bool reserve_quantize_scratch(int64_t K, int group);
 // zeros with scale NaN (so every output of that row is NaN). A rotated value v * inv that is NaN
 // (only possible for 0 * Inf when s_x is subnormal) quantizes to 0.
 float quantize_row_portable(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
+float quantize_row_avx2(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
 float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
+// The one place a path is turned into a row quantizer (every path gives the same bits; p must be
+// available, resolve_path's result or portable).
+float quantize_row(path p, const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
 // The rotation alone (portable), in place on one group: used by tests and the reference.
 void  rotate_group_portable(float * v, int group);
+
+// Shared by the row quantizer files (int8-convrot*.cpp), not by callers.
+namespace convrot_detail {
+// 1/sqrt(G), the rotation's initial scaling (a power of two for G = 4^n, so exact); computed the
+// way the facts sheet states.
+inline float group_scale(int group) { return 1.0f / std::sqrt((float) group); }
+// Whether the vector quantizers keep the rotated row in the scratch between their two passes.
+bool    keeps_row(int64_t K, int group);
+// The reserved per-thread scratch (64-byte aligned, whole 16-float vectors); reserves it when
+// the caller did not and aborts with a message if that fails.
+float * scratch_for(int64_t K, int group);
+// A row with a non-finite rotated value: all zeros, scale NaN.
+float   nonfinite_row(int64_t K, int8_t * q, int32_t * rowsum);
+} // namespace convrot_detail
 
 // ---------------------------------------------------------------------------------------------
 // GEMM: y[r, o] = ((float(acc) * a_scale[r]) * w_scale[o]) + bias[o], acc = sum_k a[r,k] w[o,k]
@@ -102,9 +125,19 @@ inline int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (r
 
 // Each thread ith of nth computes its share; returns false if aborted.
 bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
+bool gemm_avx2(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
 bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
 // Whether the VNNI GEMM runs K in more than one k-block (its int32 partial sums then wait between
 // blocks in the output, or in gemm_problem::partial when that is set).
 bool gemm_vnni_splits_k(int64_t K);
+bool gemm_avx2_splits_k(int64_t K);
+// The one place a path is turned into a GEMM, and whether that GEMM splits K (the same meaning
+// as gemm_vnni_splits_k; the portable GEMM never does).
+bool gemm(path p, const gemm_problem & g, int ith, int nth, const abort_poll & stop);
+bool gemm_splits_k(path p, int64_t K);
+// Whether the path's GEMM reads gemm_problem::a_rowsum (only the VNNI offset trick does).
+bool gemm_needs_rowsum(path p);
+// Whether the path's GEMM reads whole 4-byte activation groups (rows of K4 bytes, zero padded).
+bool gemm_needs_k4(path p);
 
 } // namespace sd_int8

@@ -46,8 +46,11 @@ bool path_available(path p) {
         case path::automatic:
         case path::portable: return true;
 #if defined(__x86_64__) || defined(_M_X64)
+        // the "avx2" level is AVX2 + FMA + F16C (the quantizer's target attribute)
+        case path::avx2: return sd_cpu::isa_can_use("avx2");
         case path::vnni: return sd_cpu::isa_can_use("avx512") && sd_cpu::isa_can_use("avx512_vnni");
 #else
+        case path::avx2:
         case path::vnni: return false;
 #endif
         case path::amx: return false; // no AMX implementation yet (see report): never selected
@@ -59,6 +62,7 @@ const char * path_name(path p) {
     switch (p) {
         case path::automatic: return "auto";
         case path::portable: return "portable";
+        case path::avx2: return "avx2";
         case path::vnni: return "vnni";
         case path::amx: return "amx";
     }
@@ -71,6 +75,7 @@ path resolve_path() {
         const char * env = getenv("SD_INT8_PATH");
         if (env && *env) {
             if (!strcmp(env, "portable")) want = path::portable;
+            else if (!strcmp(env, "avx2")) want = path::avx2;
             else if (!strcmp(env, "vnni")) want = path::vnni;
             else if (!strcmp(env, "amx")) want = path::amx;
         }
@@ -80,11 +85,12 @@ path resolve_path() {
         static std::once_flag warned;
         std::call_once(warned, [&] {
             fprintf(stderr, "sd int8: path '%s' is not available %s; using the best available\n", path_name(want),
-                    want == path::amx ? "(no AMX kernel is implemented)" : "on this CPU");
+                    want == path::amx ? "(no AMX kernel is implemented)" : "on this CPU or under the GGML_CPU_ISA cap");
         });
     }
     if (path_available(path::amx)) return path::amx;
     if (path_available(path::vnni)) return path::vnni;
+    if (path_available(path::avx2)) return path::avx2;
     return path::portable;
 }
 
@@ -172,8 +178,7 @@ void quant_run(int ith, int nth, void * data) {
             return;
         }
         int32_t     rs;
-        const float s = st.p == path::portable ? quantize_row_portable(t->x + r * K, K, st.group, t->out + r * K, &rs)
-                                               : quantize_row_avx512(t->x + r * K, K, st.group, t->out + r * K, &rs);
+        const float s = quantize_row(st.p, t->x + r * K, K, st.group, t->out + r * K, &rs);
         memcpy(scales + r, &s, sizeof(float));
     }
     if (ith == 0) memset(t->out + rows * K, 0, (size_t) ((prows - rows) * K));
@@ -274,7 +279,7 @@ bool linear_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
 // it may be placed exactly over the residual (the allocator's in-place reuse).
 bool residual_space_needed(const ggml_tensor * out, const ggml_tensor * residual, int64_t K, path p) {
     if (!residual) return false;
-    const bool splits = p != path::portable && gemm_vnni_splits_k(K);
+    const bool splits = gemm_splits_k(p, K);
     if (out->data == nullptr) return out->view_src != nullptr || splits;
     if (out->data == residual->data && ggml_nbytes(out) == ggml_nbytes(residual)) return splits;
     return overlaps(out, residual);
@@ -347,7 +352,7 @@ void linear_phase1(int ith, int nth, void * data) {
     int8_t *             act    = (int8_t *) (t->ws + st.off_act);
     float *              scale  = (float *) (t->ws + st.off_scale);
     int32_t *            rowsum = (int32_t *) (t->ws + st.off_rowsum);
-    const bool           vnni   = st.p != path::portable;
+    const bool           need_rowsum = gemm_needs_rowsum(st.p);
     if (st.kind == SD_LINEAR_I8_INPUT_F32 && r1 > r0 && !reserve_quantize_scratch(K, st.group)) {
         t->no_memory = true;
         return;
@@ -361,8 +366,7 @@ void linear_phase1(int ith, int nth, void * data) {
         if (st.kind == SD_LINEAR_I8_INPUT_F32) {
             const float * x = (const float *) t->s.input->data + r * K;
             int8_t *      q = act + r * K4;
-            scale[r] = vnni ? quantize_row_avx512(x, K, st.group, q, &rowsum[r])
-                            : quantize_row_portable(x, K, st.group, q, &rowsum[r]);
+            scale[r] = quantize_row(st.p, x, K, st.group, q, &rowsum[r]);
             memset(q + K, 0, (size_t) (K4 - K));
             continue;
         }
@@ -372,7 +376,7 @@ void linear_phase1(int ith, int nth, void * data) {
             memset(act + r * K4 + K, 0, (size_t) (K4 - K));
             scale[r] = t->g.a_scale[r]; // the source scales (copied because they may overlap too)
         }
-        if (vnni) {
+        if (need_rowsum) {
             int32_t sum = 0;
             for (int64_t k = 0; k < K; ++k) sum += src[k];
             rowsum[r] = sum;
@@ -396,7 +400,7 @@ void linear_phase1(int ith, int nth, void * data) {
 
 void linear_phase2(int ith, int nth, void * data) {
     linear_task * t  = static_cast<linear_task *>(data);
-    const bool    ok = t->st->p == path::portable ? gemm_portable(t->g, ith, nth, t->stop) : gemm_vnni(t->g, ith, nth, t->stop);
+    const bool    ok = gemm(t->st->p, t->g, ith, nth, t->stop);
     if (!ok) t->aborted = true;
 }
 
@@ -422,7 +426,6 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
     linear_sources(node, at, t.s);
     t.ws   = (uint8_t *) (((uintptr_t) ws + 63) & ~(uintptr_t) 63);
     t.stop = {svc, backend};
-    const bool vnni = st->p != path::portable;
 
     // where the activation scales come from
     const float * src_scale = nullptr;
@@ -432,14 +435,14 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
         src_scale = (const float *) t.s.iscale->data;
     }
     const bool act_overlap = overlaps(out, t.s.input) || (t.s.iscale && overlaps(out, t.s.iscale));
-    t.act_to_ws    = st->kind == SD_LINEAR_I8_INPUT_F32 || act_overlap || (vnni && st->K4 != st->K);
+    t.act_to_ws    = st->kind == SD_LINEAR_I8_INPUT_F32 || act_overlap || (gemm_needs_k4(st->p) && st->K4 != st->K);
     t.w_to_ws      = overlaps(out, t.s.weight);
     t.params_to_ws = (t.s.wscale && overlaps(out, t.s.wscale)) || (t.s.bias && overlaps(out, t.s.bias));
     t.gate_to_ws   = gate && overlaps(out, gate);
     const bool res_inplace = residual && same_bytes(out, residual);
     t.res_to_ws    = residual && !res_inplace && overlaps(out, residual);
     // in place over the residual with K in several blocks: partial sums must not pass through the output
-    const bool partials = res_inplace && vnni && gemm_vnni_splits_k(st->K);
+    const bool partials = res_inplace && gemm_splits_k(st->p, st->K);
     // prepare reserves what the addresses it saw could need; addresses that changed since then
     // in a way it could not foresee are refused rather than written past the workspace
     if ((t.w_to_ws && !st->wcopy) || (t.gate_to_ws && !st->gate_copy) || ((t.res_to_ws || partials) && !st->res_space))

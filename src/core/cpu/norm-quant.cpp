@@ -220,9 +220,7 @@ void nq_task(int ith, int nth, void * data) {
         const int64_t i3 = r / (j.ne1 * j.ne2);
         form_row(j, (const float *) (j.x + i1 * j.nb1 + i2 * j.nb2 + i3 * j.nb3), a);
         int32_t     rowsum;
-        const float s = j.p == sd_int8::path::portable
-                            ? sd_int8::quantize_row_portable(a, K, j.group, j.out + r * K, &rowsum)
-                            : sd_int8::quantize_row_avx512(a, K, j.group, j.out + r * K, &rowsum);
+        const float s = sd_int8::quantize_row(j.p, a, K, j.group, j.out + r * K, &rowsum);
         memcpy(scales + r * (int64_t) sizeof(float), &s, sizeof(float));
     }
     if (ith == 0) {
