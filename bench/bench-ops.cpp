@@ -503,8 +503,10 @@ int main(int argc, char ** argv) {
     const int n_threads = ggml_backend_cpu_get_n_threads(backend);
 
     printf("bench-ops: CPU backend, %d threads%s\n", n_threads, o.smoke ? ", smoke sizes" : "");
-    printf("bench-ops: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s mul_mat_quant=%s%s\n", ggml_cpu_model_name(),
-           ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
+    printf("bench-ops: CPU %s; instruction set %s (CPU: %s%s); kernel table row: %s; mul_mat_bf16=%s flash_attn=%s "
+           "mul_mat_quant=%s%s\n",
+           ggml_cpu_model_name(), ggml_cpu_get_isa(), ggml_cpu_get_isa_detected(),
+           getenv("GGML_CPU_ISA") && *getenv("GGML_CPU_ISA") ? ", capped by GGML_CPU_ISA" : "", ggml_cpu_kernel_table_row(), ggml_cpu_get_kernel("mul_mat_bf16"), ggml_cpu_get_kernel("flash_attn"),
            ggml_cpu_get_kernel("mul_mat_quant"),
            getenv("GGML_CPU_KERNEL") && *getenv("GGML_CPU_KERNEL") ? " (GGML_CPU_KERNEL set)" : "");
     if (o.cpu_time) {

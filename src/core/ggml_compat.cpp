@@ -63,6 +63,8 @@ bool sd_sched_get_step(ggml_backend_sched_t, int, struct sd_sched_step *) { retu
 int sd_cpu_backend_n_threads(ggml_backend_t) { return GGML_DEFAULT_N_THREADS; }
 const char * sd_cpu_model_name(void) { return "unknown (upstream ggml build)"; }
 const char * sd_cpu_kernel_table_row(void) { return "none (upstream ggml build)"; }
+const char * sd_cpu_isa(void) { return "upstream"; }
+const char * sd_cpu_isa_detected(void) { return "upstream"; }
 const char * sd_cpu_get_kernel(const char *) { return "upstream"; }
 const char * sd_cpu_node_kernel(ggml_backend_t, const struct ggml_tensor *) { return "upstream"; }
 

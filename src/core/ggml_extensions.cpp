@@ -564,6 +564,8 @@ extern "C" int sd_cpu_backend_n_threads(ggml_backend_t cpu) { return ggml_backen
 
 extern "C" const char * sd_cpu_model_name(void) { return ggml_cpu_model_name(); }
 extern "C" const char * sd_cpu_kernel_table_row(void) { return ggml_cpu_kernel_table_row(); }
+extern "C" const char * sd_cpu_isa(void) { return ggml_cpu_get_isa(); }
+extern "C" const char * sd_cpu_isa_detected(void) { return ggml_cpu_get_isa_detected(); }
 extern "C" const char * sd_cpu_get_kernel(const char * family) { return ggml_cpu_get_kernel(family); }
 extern "C" const char * sd_cpu_node_kernel(ggml_backend_t cpu, const struct ggml_tensor * node) {
     return ggml_backend_cpu_node_kernel(cpu, node);

@@ -166,6 +166,10 @@ SD_API int sd_cpu_backend_n_threads(ggml_backend_t cpu);
 // when the node has no interchangeable kernels). An upstream ggml has no such choice: "upstream".
 SD_API const char * sd_cpu_model_name(void);
 SD_API const char * sd_cpu_kernel_table_row(void);
+// The CPU backend's active instruction-set level ("avx2", "avx512", ...; ggml_cpu_get_isa) and the
+// CPU's own, uncapped; "upstream" in an upstream ggml build.
+SD_API const char * sd_cpu_isa(void);
+SD_API const char * sd_cpu_isa_detected(void);
 SD_API const char * sd_cpu_get_kernel(const char * family);
 SD_API const char * sd_cpu_node_kernel(ggml_backend_t cpu, const struct ggml_tensor * node);
 

@@ -205,8 +205,9 @@ int cmd_bench(int argc, char ** argv) {
         check_memory(r, o, phases, -1, avail);
     }
     const char * forced = getenv("GGML_CPU_KERNEL");
-    printf("sdx bench: CPU %s; kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n", sd_cpu_model_name(),
-           sd_cpu_kernel_table_row(), sd_cpu_get_kernel("mul_mat_bf16"), sd_cpu_get_kernel("flash_attn"),
+    printf("sdx bench: CPU %s; instruction set %s (CPU: %s%s); kernel table row: %s; mul_mat_bf16=%s flash_attn=%s%s\n",
+           sd_cpu_model_name(), sd_cpu_isa(), sd_cpu_isa_detected(),
+           getenv("GGML_CPU_ISA") && *getenv("GGML_CPU_ISA") ? ", capped by GGML_CPU_ISA" : "", sd_cpu_kernel_table_row(), sd_cpu_get_kernel("mul_mat_bf16"), sd_cpu_get_kernel("flash_attn"),
            forced && *forced ? " (GGML_CPU_KERNEL set)" : "");
     const int n_threads = sd_cpu_backend_n_threads(r.backend());
     if (cpu_time) printf("sdx bench: times are process CPU seconds / %d threads (--cpu-time), not wall-clock time\n", n_threads);
@@ -269,7 +270,8 @@ int cmd_bench(int argc, char ** argv) {
                                  (unsigned long long) o.seed, o.weights.empty() ? ", synthetic weights" : ", weights ",
                                  o.weights.c_str());
     std::string j = "{\n  \"tool\": \"sdx bench\",\n";
-    j += fmt("  \"cpu\": \"%s\", \"kernel_table_row\": \"%s\", \"clock\": \"%s\",\n", json_escape(sd_cpu_model_name()).c_str(),
+    j += fmt("  \"cpu\": \"%s\", \"isa\": \"%s\", \"isa_detected\": \"%s\", \"kernel_table_row\": \"%s\", \"clock\": \"%s\",\n",
+             json_escape(sd_cpu_model_name()).c_str(), sd_cpu_isa(), sd_cpu_isa_detected(),
              json_escape(sd_cpu_kernel_table_row()).c_str(), cpu_time ? "process cpu seconds / threads" : "wall");
     j += fmt("  \"config\": {\"blocks\": %d, \"tokens\": %lld, \"text_tokens\": %lld, \"hidden\": %lld, \"heads\": %lld, "
              "\"kv_heads\": %lld, \"mlp\": %lld, \"seed\": %llu, \"runs\": %d, \"threads\": %d, \"weights\": \"%s\"},\n",

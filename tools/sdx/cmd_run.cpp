@@ -5,9 +5,12 @@
 #include "interrupt.h"
 #include "memory_check.h"
 
+#include "ggml_extensions.h" // sd_cpu_*: the CPU and instruction-set level that run the stack
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 namespace sdx {
@@ -93,6 +96,8 @@ int cmd_run(int argc, char ** argv) {
     if (avail.bytes == SIZE_MAX) printf("  memory: estimated peak %s (available memory unknown)\n", human_bytes(need.total).c_str());
     else printf("  memory: estimated peak %s, %s available (%s)\n", human_bytes(need.total).c_str(),
                 human_bytes(avail.bytes).c_str(), avail.source.c_str());
+    printf("  cpu: %s, instruction set %s (CPU: %s%s)\n", sd_cpu_model_name(), sd_cpu_isa(), sd_cpu_isa_detected(),
+           getenv("GGML_CPU_ISA") && *getenv("GGML_CPU_ISA") ? ", capped by GGML_CPU_ISA" : "");
     if (o.device != "cpu") printf("  device: %s (CPU fallback for what it declines)\n", o.device.c_str());
     fflush(stdout);
 

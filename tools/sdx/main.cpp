@@ -22,6 +22,12 @@ static const char * const TOP_HELP =
     "  quantize  convert a safetensors checkpoint to ComfyUI int8_tensorwise + ConvRot\n"
     "  verify    check a quantized checkpoint module by module against its float original\n"
     "\n"
+    "environment:\n"
+    "  GGML_CPU_ISA=portable|avx2|avx_vnni|avx512|amx   cap the CPU kernels' instruction set (default:\n"
+    "            everything this CPU has up to avx512; amx is opt-in); bench/run print the level used\n"
+    "  GGML_CPU_KERNEL=...   force one of two equivalent kernels of a family (docs/architecture.md)\n"
+    "  SD_INT8_PATH=portable|avx2|vnni   force an INT8 ConvRot path the level allows\n"
+    "\n"
     "'sdx <command> --help' describes each command. Exit status: 0 success, 1 failure (files,\n"
     "memory, computation), 2 bad arguments (nothing was done), 130 / 143 stopped by SIGINT\n"
     "(Ctrl-C) / SIGTERM. Errors are one line on stderr: 'sdx: error: ...'.\n";
