@@ -7,6 +7,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "support/isa_levels.h"
 
 #include <gtest/gtest.h>
 
@@ -253,8 +254,8 @@ TEST(KernelChoiceEnv, GGML_CPU_KERNEL_sets_the_choice_and_a_bad_value_is_reporte
 
 } // namespace
 
-// Quantized weights (issue 14): mul_mat_quant chooses between the AVX512-VNNI tiles and the portable
-// vec_dot_ref per output; both compute the same integer block sums, so their results agree to F32
+// Quantized weights (issue 14): mul_mat_quant chooses between the integer tiles of the active level
+// (AVX512-VNNI or AVX2) and the portable vec_dot_ref per output; both compute the same integer block sums, so their results agree to F32
 // summation order, and each is reported for the node.
 TEST(KernelChoiceQuant, mul_mat_quant_follows_the_override) {
     struct restore {
@@ -274,19 +275,31 @@ TEST(KernelChoiceQuant, mul_mat_quant_follows_the_override) {
         ggml_quantize_chunk(GGML_TYPE_Q4_K, f.data(), q.data(), 0, N, K, nullptr);
         ggml_backend_tensor_set(w, q.data(), 0, q.size());
     }
-    std::vector<std::string> ks = {"vecdot"};
-    if (ggml_cpu_has_avx512_vnni()) ks.push_back("vnni");
-    std::vector<std::vector<float>> results;
-    for (const std::string & k : ks) {
-        ASSERT_TRUE(ggml_cpu_set_kernel_override(("mul_mat_quant=" + k).c_str()));
-        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), k.c_str());
-        EXPECT_EQ(kernel_of(g), k == "vnni" ? "avx512 vnni q4_K" : "portable vec_dot_ref");
-        results.push_back(g.run());
-    }
-    if (results.size() == 2) {
-        for (size_t i = 0; i < results[0].size(); ++i) {
-            EXPECT_NEAR(results[0][i], results[1][i], 1e-5 * (1 + std::fabs(results[0][i]))) << i;
+    // the integer tiles ("tiles"; "vnni" is its older name) at every level that has them, named by
+    // the level that runs (an AVX-512 CPU without VNNI runs the AVX2 tiles)
+    ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vecdot"));
+    EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "vecdot");
+    EXPECT_EQ(kernel_of(g), "portable vec_dot_ref");
+    const std::vector<float> ref = g.run();
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        if (lv == "portable") continue;
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        const std::string tile = lv == "avx512" && ggml_cpu_has_avx512_vnni() ? "avx512 vnni q4_K" : "avx2 q4_K";
+        for (const char * k : {"tiles", "vnni"}) {
+            ASSERT_TRUE(ggml_cpu_set_kernel_override((std::string("mul_mat_quant=") + k).c_str()));
+            EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "tiles") << k;
+            EXPECT_EQ(kernel_of(g), tile);
+            const std::vector<float> got = g.run();
+            for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << i;
         }
+    }
+    {
+        // below avx2 the tiles cannot run: the choice falls back to vecdot
+        test_isa::scoped_cap cap("portable");
+        ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=auto"));
+        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "vecdot");
+        EXPECT_EQ(kernel_of(g), "portable vec_dot_ref");
     }
     // use_ref forces the portable kernel whatever the choice
     ggml_backend_cpu_set_use_ref(g.be, true);
@@ -296,7 +309,8 @@ TEST(KernelChoiceQuant, mul_mat_quant_follows_the_override) {
     ASSERT_TRUE(ggml_cpu_set_kernel_override("vecdot"));
     EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "vecdot");
     ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vecdot,mul_mat_bf16=auto"));
-    for (const char * bad : {"mul_mat_quant=f32fma", "mul_mat_bf16=vnni", "flash_attn=vecdot", "mul_mat_quant=bf16dot"}) {
+    for (const char * bad : {"mul_mat_quant=f32fma", "mul_mat_bf16=vnni", "mul_mat_bf16=tiles", "flash_attn=vecdot",
+                             "mul_mat_quant=bf16dot"}) {
         EXPECT_FALSE(ggml_cpu_set_kernel_override(bad)) << bad;
         EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "vecdot") << bad;
     }

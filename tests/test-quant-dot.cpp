@@ -1,6 +1,8 @@
-// The fast (AVX512-VNNI) quantized dot-product tiles (ggml/src/ggml-cpu/quant-dot-fast.h) against
-// the reference vec_dot_ref (ggml/src/ggml-quants.h), directly on blocks, for every type with a
-// fast kernel: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K.
+// The fast quantized dot-product tiles (ggml/src/ggml-cpu/quant-dot-fast.h: AVX2, AVX512-VNNI)
+// against the reference vec_dot_ref (ggml/src/ggml-quants.h), directly on blocks, for every type
+// with a fast kernel: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K. Every check runs once per
+// instruction-set level this CPU can run (tests/support/isa_levels.h); a level without a tile for
+// the type (portable) is reported as skipped.
 //
 // Both compute the same integer sums per block; they differ only in the order of the F32 scaling
 // and summation. Bounds:
@@ -14,9 +16,13 @@
 //     offset, m the block's for Q4_1 / Q5_1, 0 for the symmetric types): each of the two results is an F32 sum of at most
 //     n_blocks + 16 terms whose magnitudes add up to at most S, so each is within (n + 16) u S of
 //     the exact value (u = 2^-24).
-// Several row and column counts cover full and exact-size edge tiles (micro-tiles of 2 x 8 and 4 x 4).
+// Several row and column counts cover full and exact-size edge tiles (micro-tiles of 2 x 8 and 4 x 4
+// with AVX-512; 2 x 4 and 1 x 8 with AVX2), and rows as long as the DiT linears' (K up to 16384).
+// The AVX2 Q8_0 tile multiplies |w| by sign(a, w) with vpmaddubsw, exact only without -128
+// activations; the extreme blocks (activations -128, weights -128) check both that path and the
+// exact one it switches to.
 //
-// The AVX-512 activation quantizers (quant-act-fast.h) must write the reference quantizers' bytes for
+// The AVX2 and AVX-512 activation quantizers (quant-act-fast.h) must write the reference quantizers' bytes for
 // every input: random rows over many magnitudes and rows built to hit each rounding rule (ties at
 // .5, products just below .5, the clamp, NaN / Inf, zeros, repeated maxima of both signs).
 
@@ -24,10 +30,12 @@
 #include "ggml-cpu/quant-act-fast.h"
 #include "ggml-cpu/quant-dot-fast.h"
 #include "ggml-quants.h"
+#include "support/isa_levels.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -222,41 +230,84 @@ protected:
     void SetUp() override {
         const ggml_quant_dot_traits * tr = ggml_get_quant_dot_traits(GetParam());
         ASSERT_TRUE(tr && tr->vec_dot_ref && tr->quantize_act) << "no reference dot product for " << ggml_type_name(GetParam());
-        if (!ggml_cpu_quant_dot_fast(GetParam())) {
-            GTEST_SKIP() << "this CPU has no AVX512-VNNI: the fast kernel cannot run here (the portable path is "
-                            "the only one, checked by test-backend-ops)";
-        }
     }
 };
 
+// Runs check() once per level this CPU can run that has a tile for `t` (capped at that level); the
+// tile must be that level's (its name starts with the level's: "avx2 q8_0", "avx512 vnni q8_0"),
+// except that an AVX-512 CPU without VNNI runs the AVX2 tiles. Returns the levels checked.
+template <class F> int for_each_tile_level(ggml_type t, F check) {
+    int n = 0;
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap        cap(lv.c_str());
+        const ggml_quant_dot_fast * f = ggml_cpu_quant_dot_fast(t);
+        if (!f) {
+            printf("[ isa      ] %s: level %s has no tile (the portable path; test-backend-ops checks it)\n", ggml_type_name(t),
+                   lv.c_str());
+            EXPECT_TRUE(lv == "portable") << "level " << lv << " has no " << ggml_type_name(t) << " tile";
+            continue;
+        }
+        const std::string name = f->name;
+        EXPECT_TRUE(name.rfind(lv + " ", 0) == 0 || (lv != "portable" && name.rfind("avx2 ", 0) == 0))
+            << "level " << lv << " runs '" << name << "'";
+        SCOPED_TRACE("isa " + lv + ", kernel " + name);
+        check();
+        ++n;
+    }
+    test_isa::note_skipped_levels();
+    return n;
+}
+
+// |fast - ref| within the bound for every output of o
+void expect_within_bound(const operands & o, const std::vector<float> & got, int & checked) {
+    const int64_t blk = ggml_blck_size(o.type);
+    const int64_t nb  = o.K / blk;
+    for (int c = 0; c < o.nc; ++c) {
+        for (int r = 0; r < o.nr; ++r) {
+            const double ref   = run_ref(o, r, c);
+            const double bound = (double) (nb * (blk / 32) + 16) * 0x1p-23 * magnitude(o, r, c);
+            ASSERT_LE(std::fabs(got[c * o.nr + r] - ref), bound)
+                << ggml_type_name(o.type) << " K " << o.K << " rows " << o.nr << " cols " << o.nc << " at (" << r << ", " << c
+                << "): fast " << got[c * o.nr + r] << " ref " << ref;
+            ++checked;
+        }
+    }
+}
+
 TEST_P(QuantDot, random_blocks_within_the_summation_bound) {
-    const ggml_type t   = GetParam();
-    const int64_t   blk = ggml_blck_size(t);
-    std::mt19937    rng(1234 + (int) t);
-    int             checked = 0;
-    for (int64_t nb : {1, 2, 3, 5, 12, 16}) {
-        for (int nr : {1, 3, 4, 6, 9}) {
-            for (int nc : {1, 2, 4, 5, 8, 11, 17}) {
-                const operands           o   = random_operands(t, nb * blk, nr, nc, rng);
-                const std::vector<float> got = run_fast(o);
-                for (int c = 0; c < nc; ++c) {
-                    for (int r = 0; r < nr; ++r) {
-                        const double ref   = run_ref(o, r, c);
-                        const double bound = (double) (nb * (blk / 32) + 16) * 0x1p-23 * magnitude(o, r, c);
-                        ASSERT_LE(std::fabs(got[c * nr + r] - ref), bound)
-                            << ggml_type_name(t) << " K " << o.K << " rows " << nr << " cols " << nc << " at (" << r
-                            << ", " << c << "): fast " << got[c * nr + r] << " ref " << ref;
-                        ++checked;
-                    }
+    const ggml_type t = GetParam();
+    for_each_tile_level(t, [&] {
+        const int64_t blk = ggml_blck_size(t);
+        std::mt19937  rng(1234 + (int) t);
+        int           checked = 0;
+        for (int64_t nb : {1, 2, 3, 5, 12, 16}) {
+            for (int nr : {1, 3, 4, 6, 9}) {
+                for (int nc : {1, 2, 4, 5, 8, 11, 17}) {
+                    const operands o = random_operands(t, nb * blk, nr, nc, rng);
+                    expect_within_bound(o, run_fast(o), checked);
+                    if (::testing::Test::HasFatalFailure()) return;
                 }
             }
         }
-    }
-    EXPECT_GT(checked, 1000);
+        EXPECT_GT(checked, 1000);
+    });
 }
 
-TEST_P(QuantDot, extreme_quants_are_exact) {
-    const ggml_type t   = GetParam();
+// Rows as long as the DiT linears' (K 3072 / 12288 / 16384), a few rows and columns (edge tiles)
+TEST_P(QuantDot, long_rows_within_the_summation_bound) {
+    const ggml_type t = GetParam();
+    for_each_tile_level(t, [&] {
+        std::mt19937 rng(99 + (int) t);
+        int          checked = 0;
+        for (int64_t K : {3072, 12288, 16384}) {
+            const operands o = random_operands(t, K, 3, 9, rng);
+            expect_within_bound(o, run_fast(o), checked);
+        }
+        EXPECT_EQ(checked, 3 * 27);
+    });
+}
+
+void extreme_quants(ggml_type t) {
     const int64_t   blk = ggml_blck_size(t);
     // quant byte patterns: all bits set (q = 15 / 31 / 63; Q8_0: -1), 0x7F / 0x80 (Q8_0 +127 / -128)
     for (uint8_t fillb : {(uint8_t) 0xFF, (uint8_t) 0x7F, (uint8_t) 0x80, (uint8_t) 0x00}) {
@@ -268,6 +319,17 @@ TEST_P(QuantDot, extreme_quants_are_exact) {
                 operands   o      = make(t, (blk == 32 ? 16 : 2) * blk, 5, 9);
                 fill_weights(o, fillb, sc, sc);
                 fill_activations(o, q, alt);
+                if (q == 127) {
+                    // one -128 in column 4 only: tiles holding that column and tiles without it side by side
+                    // (the AVX2 Q8_0 tile switches only the former to its exact path)
+                    const ggml_type vt = ggml_get_quant_dot_traits(t)->vec_dot_type;
+                    uint8_t *       c4 = o.x.data() + 4 * o.xs;
+                    const size_t    at = vt == GGML_TYPE_Q8_K ? offsetof(block_q8_K, qs) + 7 : 2 + 7; // d precedes qs
+                    ASSERT_EQ((int8_t) c4[at], alt ? (int8_t) -128 : (int8_t) 127);
+                    c4[at] = 0x80;
+                    // the reference may sum the quants itself: keep bsums true (Q8_1's s is read by both as stored)
+                    if (vt == GGML_TYPE_Q8_K && !alt) ((block_q8_K *) c4)->bsums[0] = (int16_t) (((block_q8_K *) c4)->bsums[0] - 255);
+                }
                 const std::vector<float> got = run_fast(o);
                 for (int c = 0; c < o.nc; ++c) {
                     for (int r = 0; r < o.nr; ++r) {
@@ -279,6 +341,11 @@ TEST_P(QuantDot, extreme_quants_are_exact) {
             }
         }
     }
+}
+
+TEST_P(QuantDot, extreme_quants_are_exact) {
+    const ggml_type t = GetParam();
+    for_each_tile_level(t, [&] { extreme_quants(t); });
 }
 
 // Rows that hit each rule of the quantizers, then random rows.
@@ -314,24 +381,37 @@ std::vector<std::vector<float>> quantizer_rows(int64_t K) {
 }
 
 TEST(QuantAct, fast_quantizers_write_the_reference_bytes) {
-    int checked = 0;
-    for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q8_K}) {
-        const ggml_quantize_act_fn fast = ggml_cpu_quantize_act_fast(t);
-        if (!fast) {
-            GTEST_SKIP() << "no AVX-512: the reference quantizers are the only ones";
+    int levels = 0;
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        int checked = 0;
+        for (ggml_type t : {GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q8_K}) {
+            const ggml_quantize_act_fn fast = ggml_cpu_quantize_act_fast(t);
+            if (!fast) {
+                printf("[ isa      ] level %s has no fast %s quantizer (the reference runs)\n", lv.c_str(), ggml_type_name(t));
+                EXPECT_EQ(lv, "portable");
+                continue;
+            }
+            const ggml_type_traits * tt = ggml_get_type_traits(t);
+            for (int64_t K : {(int64_t) 256, (int64_t) 4 * 256}) {
+                const size_t len = ggml_row_size(t, K);
+                for (const std::vector<float> & r : quantizer_rows(K)) {
+                    std::vector<uint8_t> want(len, 0xA5), got(len, 0x5A);
+                    tt->from_float_ref(r.data(), want.data(), K);
+                    fast(r.data(), got.data(), K);
+                    ASSERT_EQ(want, got) << tt->type_name << " K " << K << " row " << checked;
+                    ++checked;
+                }
+            }
         }
-        const ggml_type_traits * tt  = ggml_get_type_traits(t);
-        const int64_t            K   = 4 * 256;
-        const size_t             len = ggml_row_size(t, K);
-        for (const std::vector<float> & r : quantizer_rows(K)) {
-            std::vector<uint8_t> want(len, 0xA5), got(len, 0x5A);
-            tt->from_float_ref(r.data(), want.data(), K);
-            fast(r.data(), got.data(), K);
-            ASSERT_EQ(want, got) << tt->type_name << " row " << checked;
-            ++checked;
+        if (checked > 0) {
+            EXPECT_GT(checked, 100);
+            ++levels;
         }
     }
-    EXPECT_GT(checked, 100);
+    test_isa::note_skipped_levels();
+    if (levels == 0) GTEST_SKIP() << "no level with fast quantizers on this CPU: the references are the only ones";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fast, QuantDot, ::testing::ValuesIn(k_fast_types),

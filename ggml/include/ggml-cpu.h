@@ -153,7 +153,7 @@ GGML_API bool         ggml_cpu_isa_can_use(const char * feature);
 // Process-wide; call it between computations. Returns false and changes nothing for a spec it
 // cannot parse or a kernel this CPU cannot run.
 GGML_API bool         ggml_cpu_set_kernel_override(const char * spec);
-// The kernel a family uses now ("f32fma", "bf16dot", "vnni", "vecdot"); NULL for an unknown family.
+// The kernel a family uses now ("f32fma", "bf16dot", "tiles", "vecdot"); NULL for an unknown family.
 GGML_API const char * ggml_cpu_get_kernel(const char * family);
 // Name of the kernel-table row that matched this CPU ("default (no measured row)" if none did).
 GGML_API const char * ggml_cpu_kernel_table_row(void);

@@ -78,8 +78,10 @@ const ggml_cpu_kernel k_all_kernels[] = {ggml_cpu_kernel::f32fma, ggml_cpu_kerne
 
 bool parse_kernel(const std::string & s, int & out) {
     if (s == "auto") { out = -1; return true; }
+    // "vnni": the integer tiles' name from when only the AVX512-VNNI ones existed, still accepted
+    const std::string name = s == "vnni" ? ggml_cpu_kernel_name(ggml_cpu_kernel::vnni) : s;
     for (ggml_cpu_kernel k : k_all_kernels) {
-        if (s == ggml_cpu_kernel_name(k)) {
+        if (name == ggml_cpu_kernel_name(k)) {
             if (!ggml_cpu_kernel_runnable(k)) return false;
             out = (int) k;
             return true;
@@ -115,7 +117,7 @@ bool parse_spec(const char * spec, int (&forced)[N_FAMILIES], std::string & err)
             if (!parse_kernel(item.substr(eq + 1), k) ||
                 (k >= 0 && !ggml_cpu_kernel_in_family((ggml_cpu_kernel) k, (ggml_cpu_kernel_family) fi))) {
                 err = "unknown or unrunnable kernel '" + item.substr(eq + 1) +
-                      "' (f32fma, bf16dot for mul_mat_bf16 and flash_attn; vnni, vecdot for mul_mat_quant; auto)";
+                      "' (f32fma, bf16dot for mul_mat_bf16 and flash_attn; tiles (alias vnni), vecdot for mul_mat_quant; auto)";
                 return false;
             }
             forced[fi] = k;
@@ -181,7 +183,8 @@ ggml_cpu_kernel ggml_cpu_kernel_for(ggml_cpu_kernel_family family) {
 const char * ggml_cpu_kernel_name(ggml_cpu_kernel kernel) {
     switch (kernel) {
         case ggml_cpu_kernel::bf16dot: return "bf16dot";
-        case ggml_cpu_kernel::vnni: return "vnni";
+        // the active level's integer tiles (AVX2 or AVX512-VNNI): the node's label names which
+        case ggml_cpu_kernel::vnni: return "tiles";
         case ggml_cpu_kernel::vecdot: return "vecdot";
         case ggml_cpu_kernel::portable: return "portable";
         default: return "f32fma";

@@ -22,7 +22,8 @@ enum class ggml_cpu_kernel : int {
     f32fma  = 0, // operands widened exactly to F32, AVX-512 FMA (exact products, F32 sums)
     bf16dot = 1, // operands rounded to BF16, vdpbf16ps (exact products of the rounded values, F32 sums)
     // mul_mat_quant only: the same integer block sums either way, F32 scaling order differs
-    vnni    = 2, // AVX512-VNNI tiles (vpdpbusd), quant-dot-fast-avx512.cpp
+    vnni    = 2, // "tiles" (GGML_CPU_KERNEL also takes "vnni"): the active level's integer tiles,
+                 // quant-dot-fast-avx512.cpp (vpdpbusd) or quant-dot-fast-avx2.cpp (vpmaddubsw)
     vecdot  = 3, // the portable reference dot product per output (ggml-quants.h vec_dot_ref)
     portable = 4, // mul_mat_bf16 / flash_attn when the active level (cpu-isa.h) is below avx2
 };
@@ -35,10 +36,10 @@ ggml_cpu_kernel ggml_cpu_kernel_for(ggml_cpu_kernel_family family);
 bool ggml_cpu_kernel_runnable(ggml_cpu_kernel kernel);
 
 // Whether `kernel` is one of `family`'s kernels (f32fma/bf16dot: mul_mat_bf16 and flash_attn;
-// vnni/vecdot: mul_mat_quant).
+// tiles/vecdot: mul_mat_quant).
 bool ggml_cpu_kernel_in_family(ggml_cpu_kernel kernel, ggml_cpu_kernel_family family);
 
-const char * ggml_cpu_kernel_name(ggml_cpu_kernel kernel);         // "f32fma", "bf16dot", "vnni", "vecdot"
+const char * ggml_cpu_kernel_name(ggml_cpu_kernel kernel);         // "f32fma", "bf16dot", "tiles", "vecdot"
 const char * ggml_cpu_kernel_family_name(ggml_cpu_kernel_family f); // "mul_mat_bf16", "flash_attn", "mul_mat_quant"
 
 // Public queries and the override: ggml_cpu_set_kernel_override, ggml_cpu_get_kernel,
