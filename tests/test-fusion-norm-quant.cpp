@@ -16,6 +16,7 @@
 #include "cpu/cpu_kernels.h"
 #include "cpu/int8-impl.h"
 #include "ggml_extensions.h"
+#include "support/isa_levels.h"
 #include "support/sd-fusion-test.h"
 
 #include "ggml-alloc.h"
@@ -183,22 +184,27 @@ std::vector<uint8_t> unfused_result(const nq_case & c, ggml_backend_t b = nullpt
 // Fused == unfused
 
 TEST(NormModQuantFusion, fused_equals_unfused_chain) {
-    // odd K (multiples of the group), row counts not multiples of 4, every group
-    const int64_t Ks[][2] = {{1, 5}, {4, 12}, {16, 48}, {64, 192}, {256, 768}};
-    for (const auto & kg : Ks) {
-        for (int64_t rows : {1, 3, 5, 17}) {
-            for (bool modulated : {true, false}) {
-                const nq_case c{kg[1], rows, 1, 1, (int) kg[0], false, modulated};
-                for (int threads : {1, 2}) {
-                    for (bool use_ref : {false, true}) {
-                        SCOPED_TRACE(case_name(c) + " threads=" + std::to_string(threads) +
-                                     (use_ref ? " use_ref" : ""));
-                        cpu_backend                b(threads, use_ref);
-                        const std::vector<uint8_t> want = unfused_result(c, b);
-                        ggml_ext_step_info         info{};
-                        const std::vector<uint8_t> got = run_chain(c, true, b, variant::normal, {}, &info);
-                        EXPECT_EQ(info.n_nodes, modulated ? 6 : 3);
-                        expect_bytes_equal(got, want, c.K, rows, "fused vs unfused");
+    // at every instruction-set level this CPU can run: each has its own rms_norm / rotation code
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        // odd K (multiples of the group), row counts not multiples of 4, every group
+        const int64_t Ks[][2] = {{1, 5}, {4, 12}, {16, 48}, {64, 192}, {256, 768}};
+        for (const auto & kg : Ks) {
+            for (int64_t rows : {1, 3, 5, 17}) {
+                for (bool modulated : {true, false}) {
+                    const nq_case c{kg[1], rows, 1, 1, (int) kg[0], false, modulated};
+                    for (int threads : {1, 2}) {
+                        for (bool use_ref : {false, true}) {
+                            SCOPED_TRACE(case_name(c) + " threads=" + std::to_string(threads) +
+                                         (use_ref ? " use_ref" : ""));
+                            cpu_backend                b(threads, use_ref);
+                            const std::vector<uint8_t> want = unfused_result(c, b);
+                            ggml_ext_step_info         info{};
+                            const std::vector<uint8_t> got = run_chain(c, true, b, variant::normal, {}, &info);
+                            EXPECT_EQ(info.n_nodes, modulated ? 6 : 3);
+                            expect_bytes_equal(got, want, c.K, rows, "fused vs unfused");
+                        }
                     }
                 }
             }
@@ -244,17 +250,38 @@ TEST(NormModQuantFusion, large_groups_fused_equals_unfused) {
     }
 }
 
-TEST(NormModQuantFusion, strided_and_multidimensional_x) {
-    const nq_case cases[] = {
-        {256, 5, 1, 1, 256, true, true}, {64, 3, 2, 1, 16, false, true}, {48, 3, 2, 2, 16, true, true},
-        {12, 1, 3, 3, 4, true, false},
-    };
-    for (const nq_case & c : cases) {
-        for (bool use_ref : {false, true}) {
-            SCOPED_TRACE(case_name(c) + (use_ref ? " use_ref" : ""));
-            cpu_backend                b(2, use_ref);
+// The rows of the DiT (3072, 6144, 16384 + 256 wide) at every instruction-set level: the fused
+// norm reproduces that level's RMS_NORM rounding (the fast levels share one, portable has its own).
+TEST(NormModQuantFusion, dit_widths_fused_equals_unfused_at_every_level) {
+    const nq_case cases[] = {{3072, 3, 1, 1, 256, false, true}, {6144, 2, 1, 1, 1024, true, false},
+                             {16384 + 256, 2, 1, 1, 256, false, true}};
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        for (const nq_case & c : cases) {
+            SCOPED_TRACE(case_name(c) + " isa " + lv);
+            cpu_backend                b(2, false);
             const std::vector<uint8_t> want = unfused_result(c, b);
             expect_bytes_equal(run_chain(c, true, b), want, c.K, c.rows(), "fused vs unfused");
+        }
+    }
+}
+
+TEST(NormModQuantFusion, strided_and_multidimensional_x) {
+    // at every instruction-set level this CPU can run: each has its own rms_norm / rotation code
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        const nq_case cases[] = {
+            {256, 5, 1, 1, 256, true, true}, {64, 3, 2, 1, 16, false, true}, {48, 3, 2, 2, 16, true, true},
+            {12, 1, 3, 3, 4, true, false},
+        };
+        for (const nq_case & c : cases) {
+            for (bool use_ref : {false, true}) {
+                SCOPED_TRACE(case_name(c) + (use_ref ? " use_ref" : ""));
+                cpu_backend                b(2, use_ref);
+                const std::vector<uint8_t> want = unfused_result(c, b);
+                expect_bytes_equal(run_chain(c, true, b), want, c.K, c.rows(), "fused vs unfused");
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 
 #include "reference-sd/native-rope-chain.h"
 #include "reference-sd/sd-ref.h"
+#include "support/isa_levels.h"
 #include "support/sd-fusion-test.h"
 #include "support/test-backend.h"
 
@@ -99,44 +100,54 @@ host_x read_x(const ggml_tensor * x) {
 // RoPE kernel
 
 TEST(RopeApply, kernel_matches_scalar_reference) {
-    for (const rope_case & c : k_rope_cases) {
-        for (int mode = 0; mode < 2; ++mode) {
-            SCOPED_TRACE(case_name(c, mode));
-            graph_env     g;
-            ggml_tensor * x   = make_x(g, c);
-            ggml_tensor * pe  = g.input("pe", 2, 2, c.n_freq, c.L);
-            ggml_tensor * out = sd_rope_apply(g.ctx, x, pe, mode);
-            ASSERT_NE(out, nullptr) << ggml_ext_last_error();
-            EXPECT_EQ(out->ne[0], c.d);
-            EXPECT_EQ(out->ne[1], c.L);
-            EXPECT_EQ(out->ne[2], c.H * c.N);
-            g.build({out});
-            g.compute_direct();
+    // at every instruction-set level this CPU can run: each has its own rms_norm / rotation code
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        for (const rope_case & c : k_rope_cases) {
+            for (int mode = 0; mode < 2; ++mode) {
+                SCOPED_TRACE(case_name(c, mode));
+                graph_env     g;
+                ggml_tensor * x   = make_x(g, c);
+                ggml_tensor * pe  = g.input("pe", 2, 2, c.n_freq, c.L);
+                ggml_tensor * out = sd_rope_apply(g.ctx, x, pe, mode);
+                ASSERT_NE(out, nullptr) << ggml_ext_last_error();
+                EXPECT_EQ(out->ne[0], c.d);
+                EXPECT_EQ(out->ne[1], c.L);
+                EXPECT_EQ(out->ne[2], c.H * c.N);
+                g.build({out});
+                g.compute_direct();
 
-            host_x             hx = read_x(x);
-            std::vector<float> pv = input_values(pe);
-            std::vector<float> ref((size_t) ggml_nelements(out));
-            sd_ref::rope_apply(hx.data.data() + hx.offset, c.d, c.H, c.L, c.N, hx.s1, hx.s2, hx.s3, pv.data(),
-                               c.n_freq, mode, ref.data());
-            expect_bitwise_equal(get_f32(out), ref, "kernel vs reference");
+                host_x             hx = read_x(x);
+                std::vector<float> pv = input_values(pe);
+                std::vector<float> ref((size_t) ggml_nelements(out));
+                sd_ref::rope_apply(hx.data.data() + hx.offset, c.d, c.H, c.L, c.N, hx.s1, hx.s2, hx.s3, pv.data(),
+                                   c.n_freq, mode, ref.data());
+                expect_bitwise_equal(get_f32(out), ref, "kernel vs reference");
+            }
         }
     }
 }
 
 TEST(RopeApply, kernel_equals_native_chain) {
-    for (const rope_case & c : k_rope_cases) {
-        for (int mode = 0; mode < 2; ++mode) {
-            SCOPED_TRACE(case_name(c, mode));
-            graph_env     g;
-            ggml_tensor * x     = make_x(g, c);
-            ggml_tensor * pe    = g.input("pe", 2, 2, c.n_freq, c.L);
-            ggml_tensor * op    = sd_rope_apply(g.ctx, x, pe, mode);
-            ggml_tensor * chain = native_rope_chain(g.ctx, x, pe, mode);
-            ASSERT_NE(op, nullptr);
-            ASSERT_TRUE(ggml_are_same_shape(op, chain));
-            g.build({op, chain});
-            g.compute_direct();
-            expect_bitwise_equal(get_f32(op), get_f32(chain), "custom op vs native chain");
+    // at every instruction-set level this CPU can run: each has its own rms_norm / rotation code
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        for (const rope_case & c : k_rope_cases) {
+            for (int mode = 0; mode < 2; ++mode) {
+                SCOPED_TRACE(case_name(c, mode));
+                graph_env     g;
+                ggml_tensor * x     = make_x(g, c);
+                ggml_tensor * pe    = g.input("pe", 2, 2, c.n_freq, c.L);
+                ggml_tensor * op    = sd_rope_apply(g.ctx, x, pe, mode);
+                ggml_tensor * chain = native_rope_chain(g.ctx, x, pe, mode);
+                ASSERT_NE(op, nullptr);
+                ASSERT_TRUE(ggml_are_same_shape(op, chain));
+                g.build({op, chain});
+                g.compute_direct();
+                expect_bitwise_equal(get_f32(op), get_f32(chain), "custom op vs native chain");
+            }
         }
     }
 }
@@ -234,41 +245,46 @@ std::vector<float> native_chain_result(const rope_case & c, int mode, float eps 
 }
 
 TEST(RmsNormMulRopeFusion, fusion_selected_and_equals_native_chain) {
-    const rope_case cases[] = {
-        {128, 4, 5, 2, 64, true}, {128, 3, 4, 1, 64, false}, {130, 2, 3, 2, 64, true}, {7, 3, 5, 2, 3, true},
-        {50, 2, 6, 2, 21, false},
-    };
-    for (const rope_case & c : cases) {
-        for (int mode = 0; mode < 2; ++mode) {
-            for (int inplace = 0; inplace < 2; ++inplace) {
-                SCOPED_TRACE(case_name(c, mode) + (inplace ? " in-place mul" : ""));
-                std::vector<float> want = native_chain_result(c, mode);
+    // at every instruction-set level this CPU can run: each has its own rms_norm / rotation code
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        const rope_case cases[] = {
+            {128, 4, 5, 2, 64, true}, {128, 3, 4, 1, 64, false}, {130, 2, 3, 2, 64, true}, {7, 3, 5, 2, 3, true},
+            {50, 2, 6, 2, 21, false},
+        };
+        for (const rope_case & c : cases) {
+            for (int mode = 0; mode < 2; ++mode) {
+                for (int inplace = 0; inplace < 2; ++inplace) {
+                    SCOPED_TRACE(case_name(c, mode) + (inplace ? " in-place mul" : ""));
+                    std::vector<float> want = native_chain_result(c, mode);
 
-                fusion_graph f(c, mode, inplace, false);
-                ASSERT_NE(f.out, nullptr) << ggml_ext_last_error();
-                f.g.build({f.out});
-                sched_run s;
-                s.compute(f.g);
-                EXPECT_TRUE(s.fused_step()) << "the scheduler did not select the fusion";
-                expect_bitwise_equal(get_f32(f.out), want, "fused vs native chain");
+                    fusion_graph f(c, mode, inplace, false);
+                    ASSERT_NE(f.out, nullptr) << ggml_ext_last_error();
+                    f.g.build({f.out});
+                    sched_run s;
+                    s.compute(f.g);
+                    EXPECT_TRUE(s.fused_step()) << "the scheduler did not select the fusion";
+                    expect_bitwise_equal(get_f32(f.out), want, "fused vs native chain");
 
-                // and against the math (double reference), to make sure the chain is what we think
-                host_x             hx = read_x(f.x);
-                std::vector<float> wv = input_values(f.w), pv = input_values(f.pe);
-                std::vector<float> normed((size_t) (c.d * c.H * c.L * c.N));
-                for (int64_t n = 0; n < c.N; ++n)
-                    for (int64_t l = 0; l < c.L; ++l)
-                        for (int64_t h = 0; h < c.H; ++h) {
-                            const float * row = hx.data.data() + hx.offset + h * hx.s1 + l * hx.s2 + n * hx.s3;
-                            sd_ref::rms_norm_mul(row, wv.data(), normed.data() + ((n * c.L + l) * c.H + h) * c.d,
-                                                 c.d, 1e-6f);
-                        }
-                std::vector<float> ref(want.size());
-                sd_ref::rope_apply(normed.data(), c.d, c.H, c.L, c.N, c.d, c.d * c.H, c.d * c.H * c.L, pv.data(),
-                                   c.n_freq, mode, ref.data());
-                std::vector<float> got = get_f32(f.out);
-                for (size_t i = 0; i < ref.size(); ++i) {
-                    ASSERT_NEAR(got[i], ref[i], 2e-6f * (1.0f + std::fabs(ref[i])) * 8) << "element " << i;
+                    // and against the math (double reference), to make sure the chain is what we think
+                    host_x             hx = read_x(f.x);
+                    std::vector<float> wv = input_values(f.w), pv = input_values(f.pe);
+                    std::vector<float> normed((size_t) (c.d * c.H * c.L * c.N));
+                    for (int64_t n = 0; n < c.N; ++n)
+                        for (int64_t l = 0; l < c.L; ++l)
+                            for (int64_t h = 0; h < c.H; ++h) {
+                                const float * row = hx.data.data() + hx.offset + h * hx.s1 + l * hx.s2 + n * hx.s3;
+                                sd_ref::rms_norm_mul(row, wv.data(), normed.data() + ((n * c.L + l) * c.H + h) * c.d,
+                                                     c.d, 1e-6f);
+                            }
+                    std::vector<float> ref(want.size());
+                    sd_ref::rope_apply(normed.data(), c.d, c.H, c.L, c.N, c.d, c.d * c.H, c.d * c.H * c.L, pv.data(),
+                                       c.n_freq, mode, ref.data());
+                    std::vector<float> got = get_f32(f.out);
+                    for (size_t i = 0; i < ref.size(); ++i) {
+                        ASSERT_NEAR(got[i], ref[i], 2e-6f * (1.0f + std::fabs(ref[i])) * 8) << "element " << i;
+                    }
                 }
             }
         }

@@ -59,6 +59,26 @@ void ggml_avx512_flash_attn_ext(const struct ggml_compute_params * params, struc
 // kernel table's choice) rather than exact F32 ones.
 bool ggml_avx512_flash_attn_uses_bf16(const struct ggml_tensor * dst);
 
+// ---- the AVX2 level (ops-elementwise-avx2.cpp, ops-rows-avx2.cpp) ----------------------------
+// The same contracts as the AVX-512 kernels above, 8 lanes wide. Bit-identical to them: the
+// transcendental maps, the conversions, rms_norm_row (the sd fusions rely on it, see
+// src/core/cpu/rms-norm-cpu.h), rope_cache and rope_row; norm_row and soft_max_row keep their
+// precision but group their sums by 8 lanes.
+void ggml_avx2_map_row(ggml_fast_map op, const float * x, float * y, int64_t n, float a, float b);
+void ggml_avx2_glu_row(ggml_fast_glu op, const float * x, const float * g, float * y, int64_t n);
+void ggml_avx2_binary_row(ggml_fast_bin op, const float * a, const float * b, float * d, int64_t n, bool b_scalar);
+void ggml_avx2_f32_to_f16(const float * x, uint16_t * y, int64_t n);
+void ggml_avx2_f16_to_f32(const uint16_t * x, float * y, int64_t n);
+void ggml_avx2_f32_to_bf16(const float * x, uint16_t * y, int64_t n);
+void ggml_avx2_bf16_to_f32(const uint16_t * x, float * y, int64_t n);
+void ggml_avx2_rms_norm_row(const float * x, float * y, int64_t n, float eps);
+void ggml_avx2_norm_row(const float * x, float * y, int64_t n, float eps);
+void ggml_avx2_soft_max_row(const float * x, float * y, float * tmp, int64_t n, float scale, const void * mask,
+                            bool mask_f16, float slope, float sink);
+void ggml_avx2_rope_cache(const double * coef, int half, double pos, float mscale, bool neox, float * cs, float * sn);
+void ggml_avx2_rope_row(const float * x, float * y, int64_t ne0, int n_offs, int n_dims, bool neox, const float * cs,
+                        const float * sn);
+
 // ---- the table ---------------------------------------------------------------------------------
 // One per level; an entry a level has not written is nullptr (that op stays portable there).
 struct ggml_cpu_row_kernels {

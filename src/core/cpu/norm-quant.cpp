@@ -152,7 +152,7 @@ struct nq_job {
     const float * scale; // NULL: 3-node chain
     const float * shift;
     float         eps;
-    bool          avx512_rms;
+    sd_cpu_rms::rms_mode rms; // the backend's RMS_NORM rounding and the code reproducing it
     sd_int8::path p;
     int           group;
     int8_t *      out; // packed: rows x K I8, zero rows to pad4(rows), then rows F32 scales
@@ -168,15 +168,15 @@ struct nq_job {
 // The chain's F32 values of one row, each op rounded on its own in graph order.
 void form_row(const nq_job & j, const float * x, float * a) {
     if (j.scale == nullptr) { // the short chain RMSNorm -> Mul(weight)
-        sd_cpu_rms::rms_norm_mul_row(x, j.w, a, j.K, j.eps, j.avx512_rms);
+        sd_cpu_rms::rms_norm_mul_row(x, j.w, a, j.K, j.eps, j.rms);
         return;
     }
-    const sd_cpu_rms::row_scale s = sd_cpu_rms::rms_row_scale(x, j.K, j.eps, j.avx512_rms);
+    const sd_cpu_rms::row_scale s = sd_cpu_rms::rms_row_scale(x, j.K, j.eps, j.rms);
     const float * w = j.w;
     const int64_t K = j.K;
     const float * ms = j.scale;
     const float * sh = j.shift;
-    if (s.avx512) {
+    if (s.fast) {
         const float f = s.f;
         for (int64_t i = 0; i < K; ++i) {
             const float r = x[i] * f;
@@ -273,8 +273,8 @@ enum ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * no
     j.scale = c.scale ? (const float *) c.scale->data : nullptr;
     j.shift = c.shift ? (const float *) c.shift->data : nullptr;
     memcpy(&j.eps, norm->op_params, sizeof(float));
-    j.avx512_rms = sd_cpu_rms::cpu_has_avx512_rms_path() &&
-                   !(ggml_backend_is_cpu(backend) && ggml_backend_cpu_get_use_ref(backend));
+    j.rms = sd_cpu_rms::choose_rms_mode(sd_cpu_rms::cpu_fast_rms_path() &&
+                                        !(ggml_backend_is_cpu(backend) && ggml_backend_cpu_get_use_ref(backend)));
     j.p                  = st->p;
     j.group              = st->group;
     j.svc                = svc;

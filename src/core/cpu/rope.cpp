@@ -22,20 +22,16 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+#define SD_ROPE_X86 1
 #include <immintrin.h>
-// GCC 12's AVX-512 headers seed some intrinsics with a self-initialized "undefined" vector and
-// then warn about it at every inlining site; the warning says nothing about this file.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #endif
 
 namespace {
 
 // RMS norm semantics of the CPU backend: rms-norm-cpu.h (shared with norm-quant.cpp)
 
-using sd_cpu_rms::cpu_has_avx512_rms_path;
+using sd_cpu_rms::cpu_fast_rms_path;
 using sd_cpu_rms::rms_norm_mul_row;
 
 // ---------------------------------------------------------------------------------------------
@@ -63,44 +59,119 @@ void build_tables(const float * pe_p, int64_t n_freq, int mode, float * tab) {
     }
 }
 
-void rotate_row(const float * x, float * o, int64_t d, int64_t n_freq, int mode, const float * tab) {
+// The rotation's code, chosen once per job from the CPU service's level (GGML_CPU_ISA caps it).
+// Every variant computes each element as two separately rounded float products and one float add,
+// in the same order, so all give the same bits (this file is compiled with -ffp-contract=off, and
+// the SIMD variants use separate mul/add instructions, no FMA).
+enum class rot_isa { scalar, avx2, avx512 };
+
+rot_isa choose_rot_isa() {
+#if defined(SD_ROPE_X86)
+    if (sd_cpu::isa_can_use("avx512")) return rot_isa::avx512;
+    if (sd_cpu::isa_can_use("avx2")) return rot_isa::avx2;
+#endif
+    return rot_isa::scalar;
+}
+
+// interleaved pairs, elements [i, r) (i, r even)
+void rotate_interleaved_scalar(const float * x, float * o, int64_t i, int64_t r, const float * A, const float * B) {
+    for (; i < r; i += 2) {
+        const float x0 = x[i], x1 = x[i + 1];
+        const float a0 = x0 * A[i], b0 = x1 * B[i];
+        const float a1 = x0 * A[i + 1], b1 = x1 * B[i + 1];
+        o[i]           = a0 + b0;
+        o[i + 1]       = a1 + b1;
+    }
+}
+
+// split halves, j in [j0, h)
+void rotate_split_scalar(const float * x, float * o, int64_t j0, int64_t h, const float * T) {
+    const float * T0 = T;
+    const float * T1 = T + h;
+    const float * T2 = T + 2 * h;
+    const float * T3 = T + 3 * h;
+    for (int64_t j = j0; j < h; ++j) {
+        const float x0 = x[j], x1 = x[j + h];
+        const float a0 = x0 * T0[j], b0 = x1 * T1[j];
+        const float a1 = x0 * T2[j], b1 = x1 * T3[j];
+        o[j]           = a0 + b0;
+        o[j + h]       = a1 + b1;
+    }
+}
+
+#if defined(SD_ROPE_X86)
+__attribute__((target("avx512f"))) void rotate_interleaved_avx512(const float * x, float * o, int64_t r, const float * A,
+                                                                  const float * B) {
+    for (int64_t i = 0; i < r; i += 16) {
+        const __mmask16 m  = (__mmask16) (r - i >= 16 ? 0xFFFF : ((1u << (r - i)) - 1));
+        const __m512    v  = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512    ev = _mm512_shuffle_ps(v, v, 0xA0); // x[2j] in both lanes of pair j
+        const __m512    od = _mm512_shuffle_ps(v, v, 0xF5); // x[2j+1]
+        const __m512    p0 = _mm512_mul_ps(ev, _mm512_maskz_loadu_ps(m, A + i));
+        const __m512    p1 = _mm512_mul_ps(od, _mm512_maskz_loadu_ps(m, B + i));
+        _mm512_mask_storeu_ps(o + i, m, _mm512_add_ps(p0, p1));
+    }
+}
+
+__attribute__((target("avx512f"))) void rotate_split_avx512(const float * x, float * o, int64_t h, const float * T) {
+    int64_t j = 0;
+    for (; j + 16 <= h; j += 16) {
+        const __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + h);
+        const __m512 a0 = _mm512_mul_ps(x0, _mm512_loadu_ps(T + j)), b0 = _mm512_mul_ps(x1, _mm512_loadu_ps(T + h + j));
+        const __m512 a1 = _mm512_mul_ps(x0, _mm512_loadu_ps(T + 2 * h + j)), b1 = _mm512_mul_ps(x1, _mm512_loadu_ps(T + 3 * h + j));
+        _mm512_storeu_ps(o + j, _mm512_add_ps(a0, b0));
+        _mm512_storeu_ps(o + j + h, _mm512_add_ps(a1, b1));
+    }
+    rotate_split_scalar(x, o, j, h, T);
+}
+
+__attribute__((target("avx2"))) void rotate_interleaved_avx2(const float * x, float * o, int64_t r, const float * A,
+                                                             const float * B) {
+    int64_t i = 0;
+    for (; i + 8 <= r; i += 8) {
+        const __m256 v  = _mm256_loadu_ps(x + i);
+        const __m256 ev = _mm256_shuffle_ps(v, v, 0xA0); // x[2j] in both lanes of pair j
+        const __m256 od = _mm256_shuffle_ps(v, v, 0xF5); // x[2j+1]
+        const __m256 p0 = _mm256_mul_ps(ev, _mm256_loadu_ps(A + i));
+        const __m256 p1 = _mm256_mul_ps(od, _mm256_loadu_ps(B + i));
+        _mm256_storeu_ps(o + i, _mm256_add_ps(p0, p1));
+    }
+    rotate_interleaved_scalar(x, o, i, r, A, B);
+}
+
+__attribute__((target("avx2"))) void rotate_split_avx2(const float * x, float * o, int64_t h, const float * T) {
+    int64_t j = 0;
+    for (; j + 8 <= h; j += 8) {
+        const __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + h);
+        const __m256 a0 = _mm256_mul_ps(x0, _mm256_loadu_ps(T + j)), b0 = _mm256_mul_ps(x1, _mm256_loadu_ps(T + h + j));
+        const __m256 a1 = _mm256_mul_ps(x0, _mm256_loadu_ps(T + 2 * h + j)), b1 = _mm256_mul_ps(x1, _mm256_loadu_ps(T + 3 * h + j));
+        _mm256_storeu_ps(o + j, _mm256_add_ps(a0, b0));
+        _mm256_storeu_ps(o + j + h, _mm256_add_ps(a1, b1));
+    }
+    rotate_split_scalar(x, o, j, h, T);
+}
+#endif
+
+void rotate_row(const float * x, float * o, int64_t d, int64_t n_freq, int mode, const float * tab, rot_isa isa) {
     const int64_t r = 2 * n_freq;
     if (mode == SD_ROPE_INTERLEAVED) {
         const float * A = tab;
         const float * B = tab + r;
-        int64_t       i = 0;
-#if defined(__AVX512F__)
-        for (; i < r; i += 16) {
-            const __mmask16 m  = (__mmask16) (r - i >= 16 ? 0xFFFF : ((1u << (r - i)) - 1));
-            const __m512    v  = _mm512_maskz_loadu_ps(m, x + i);
-            const __m512    ev = _mm512_shuffle_ps(v, v, 0xA0); // x[2j] in both lanes of pair j
-            const __m512    od = _mm512_shuffle_ps(v, v, 0xF5); // x[2j+1]
-            const __m512    p0 = _mm512_mul_ps(ev, _mm512_maskz_loadu_ps(m, A + i));
-            const __m512    p1 = _mm512_mul_ps(od, _mm512_maskz_loadu_ps(m, B + i));
-            _mm512_mask_storeu_ps(o + i, m, _mm512_add_ps(p0, p1));
-        }
+#if defined(SD_ROPE_X86)
+        if (isa == rot_isa::avx512) rotate_interleaved_avx512(x, o, r, A, B);
+        else if (isa == rot_isa::avx2) rotate_interleaved_avx2(x, o, r, A, B);
+        else
 #endif
-        for (; i < r; i += 2) {
-            const float x0 = x[i], x1 = x[i + 1];
-            const float a0 = x0 * A[i], b0 = x1 * B[i];
-            const float a1 = x0 * A[i + 1], b1 = x1 * B[i + 1];
-            o[i]           = a0 + b0;
-            o[i + 1]       = a1 + b1;
-        }
+            rotate_interleaved_scalar(x, o, 0, r, A, B);
     } else {
-        const int64_t h  = n_freq;
-        const float * T0 = tab;
-        const float * T1 = tab + h;
-        const float * T2 = tab + 2 * h;
-        const float * T3 = tab + 3 * h;
-        for (int64_t j = 0; j < h; ++j) {
-            const float x0 = x[j], x1 = x[j + h];
-            const float a0 = x0 * T0[j], b0 = x1 * T1[j];
-            const float a1 = x0 * T2[j], b1 = x1 * T3[j];
-            o[j]           = a0 + b0;
-            o[j + h]       = a1 + b1;
-        }
+#if defined(SD_ROPE_X86)
+        if (isa == rot_isa::avx512) rotate_split_avx512(x, o, n_freq, tab);
+        else if (isa == rot_isa::avx2) rotate_split_avx2(x, o, n_freq, tab);
+        else
+#endif
+            rotate_split_scalar(x, o, 0, n_freq, tab);
     }
+    (void) isa;
     if (d > r) memcpy(o + r, x + r, (size_t) (d - r) * sizeof(float));
 }
 
@@ -118,7 +189,8 @@ struct rope_job {
     // fusion: out = rope(rms_norm(x) * w)
     const float * w;
     float         eps;
-    bool          avx512_rms;
+    sd_cpu_rms::rms_mode rms; // the backend's RMS_NORM rounding and the code reproducing it
+    rot_isa       rot;
     // per-thread scratch: tables (4*n_freq floats) + one row (d floats)
     float *       scratch;
     int64_t       scratch_per_thread;
@@ -157,10 +229,10 @@ void rope_task(int ith, int nth, void * data) {
         const float * xr = (const float *) (j.x + h * j.nb1 + l * j.nb2 + n * j.nb3);
         float *       o  = j.out + (hn * j.L + l) * j.d;
         if (j.w) {
-            rms_norm_mul_row(xr, j.w, row, j.d, j.eps, j.avx512_rms);
+            rms_norm_mul_row(xr, j.w, row, j.d, j.eps, j.rms);
             xr = row;
         }
-        rotate_row(xr, o, j.d, j.n_freq, j.mode, tab);
+        rotate_row(xr, o, j.d, j.n_freq, j.mode, tab, j.rot);
     }
 }
 
@@ -177,6 +249,7 @@ enum ggml_status run_job(rope_job & job, ggml_tensor * out, const ggml_tensor * 
     const ggml_ext_cpu_parallel_v1 * svc = ggml_backend_is_cpu(backend) ? job.svc : nullptr;
     job.svc                              = svc;
     job.backend                          = backend;
+    job.rot                              = choose_rot_isa();
     job.max_threads                      = svc ? std::max(1, svc->n_threads(backend)) : 1;
     job.scratch_per_thread               = 4 * job.n_freq + job.d + 16; // +16: keeps slots apart
 
@@ -225,6 +298,7 @@ void fill_geometry(rope_job & job, const ggml_tensor * x, const ggml_tensor * ro
     job.pe     = (const float *) pe->data;
     job.w      = nullptr;
     job.eps    = 0.0f;
+    job.rms    = sd_cpu_rms::rms_mode::portable; // unused without w
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,7 +387,8 @@ enum ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * no
     fill_geometry(job, norm->src[0], out);
     job.w = (const float *) mul->src[1]->data;
     memcpy(&job.eps, norm->op_params, sizeof(float));
-    job.avx512_rms = cpu_has_avx512_rms_path() && !(ggml_backend_is_cpu(backend) && ggml_backend_cpu_get_use_ref(backend));
+    job.rms = sd_cpu_rms::choose_rms_mode(cpu_fast_rms_path() &&
+                                          !(ggml_backend_is_cpu(backend) && ggml_backend_cpu_get_use_ref(backend)));
     job.svc                       = service_of(user_data);
     const ggml_tensor * inputs[3] = {norm->src[0], mul->src[1], out->src[1]};
     return run_job(job, out, inputs, 3, backend, workspace, workspace_bytes);
