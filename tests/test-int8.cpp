@@ -20,6 +20,7 @@
 #include "cpu/int8-impl.h"
 #include "cpu/int8.h"
 #include "ggml_extensions.h"
+#include "support/isa_levels.h"
 #include "support/sd-fusion-test.h"
 
 #include <gtest/gtest.h>
@@ -1211,6 +1212,36 @@ TEST(Int8Gemm, model_widths_match_reference_on_every_path) {
             if (::testing::Test::HasFatalFailure()) return;
         }
     }
+}
+
+// The instruction-set cap (GGML_CPU_ISA / ggml_cpu_set_isa) governs the INT8 paths: at each level
+// this CPU can run, the chosen path is the best one the level allows (portable at "portable", avx2
+// at "avx2" and "avx_vnni", vnni from "avx512" on when the CPU has AVX512-VNNI), a path above the
+// level is unavailable and a request for it falls back, and the linear computed under the cap is
+// still the reference, bit for bit.
+TEST(Int8Paths, isa_cap_governs_the_path) {
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        test_isa::scoped_cap cap(lv.c_str());
+        SCOPED_TRACE("isa " + lv);
+        const bool avx512 = lv == "avx512" || lv == "amx";
+        const bool vnni   = avx512 && ggml_cpu_isa_can_use("avx512_vnni");
+        const bool avx2   = lv != "portable";
+        EXPECT_EQ(sd_int8::path_available(path::avx2), avx2);
+        EXPECT_EQ(sd_int8::path_available(path::vnni), vnni);
+        const path best = vnni ? path::vnni : avx2 ? path::avx2 : path::portable;
+        EXPECT_EQ(sd_int8::resolve_path(), best);
+        {
+            path_scope ps(path::vnni); // above the cap (or the CPU): falls back to the best allowed
+            EXPECT_EQ(sd_int8::resolve_path(), best);
+        }
+        std::mt19937 rng(5);
+        const lcase  c{1027, 37, 9, 1, 1, true, true};
+        run_linear(c, K_F32, make_data(c, rng), 2);
+        const lcase c2{3072, 29, 7, 1, 1024, true, true};
+        run_linear(c2, K_PACKED, make_data(c2, rng), 2);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    test_isa::note_skipped_levels();
 }
 
 } // namespace

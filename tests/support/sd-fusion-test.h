@@ -78,7 +78,8 @@ inline std::vector<sd_int8::path> available_paths(std::initializer_list<sd_int8:
         if (sd_int8::path_available(p)) {
             v.push_back(p);
         } else if (reported.insert(p).second) {
-            std::printf("[   NOTE   ] INT8 path '%s' is not available on this CPU: not tested in this run\n",
+            std::printf("[   NOTE   ] INT8 path '%s' is not available on this CPU (or above the GGML_CPU_ISA cap): "
+                        "not tested in this run\n",
                         sd_int8::path_name(p));
         }
     }
