@@ -110,6 +110,29 @@ void add_matmul_cases(case_list & cl) {
         add_mul_mat(cl, t, 300, 37, 20, 1, 1, 1, 1, layout::pad, layout::pad);
         add_mul_mat(cl, t, 300, 37, 2, 2, 1, 2, 1, layout::perm12, layout::perm12);
     }
+
+    // Edges of the AVX2 level (ops-mul-mat-avx2.cpp; test-backend-ops runs these at every level the
+    // CPU has): 6-row x 16-column micro-tiles, K blocks of 256, weight blocks of 24 panels (384
+    // columns), sweeps of 144 activation rows, small-M dot products up to M = 24 (4 weight rows x
+    // 3 activation rows), so M = 24 / 25 straddle the switch.
+    const kmn avx2[] = {
+        {1, 16, 25}, {24, 7, 25}, {300, 23, 24}, {257, 385, 31}, {512, 400, 145}, {770, 50, 37}, {9, 3, 23},
+    };
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (const kmn & s : avx2) add_mul_mat(cl, t, s.K, s.N, s.M, 1, 1, 1, 1, layout::cont, layout::cont);
+        // broadcast and strided activations through the packed path (M > 24)
+        add_mul_mat(cl, t, 260, 40, 27, 2, 1, 4, 3, layout::cont, layout::perm12);
+    }
+    // Real sizes, a handful of rows: DiT-long K (many K blocks) and DiT-wide N (several weight
+    // blocks per thread), each through the small-M dot products and the packed GEMM. Not both at
+    // once: the harness holds every weight in double and fills it from a seeded generator, ~0.1 s
+    // per million weights, so K x N stays at a few million.
+    add_mul_mat(cl, GGML_TYPE_F32, 16448, 96, 2, 1, 1, 1, 1, layout::cont, layout::cont);
+    add_mul_mat(cl, GGML_TYPE_BF16, 16400, 40, 26, 1, 1, 1, 1, layout::cont, layout::cont);
+    add_mul_mat(cl, GGML_TYPE_F16, 16384, 33, 29, 1, 1, 1, 1, layout::cont, layout::cont);
+    add_mul_mat(cl, GGML_TYPE_F16, 512, 6144, 3, 1, 1, 1, 1, layout::cont, layout::cont);
+    add_mul_mat(cl, GGML_TYPE_F32, 257, 3072, 25, 1, 1, 1, 1, layout::cont, layout::cont);
+    add_mul_mat(cl, GGML_TYPE_BF16, 640, 3072, 2, 1, 1, 1, 1, layout::cont, layout::cont);
 }
 
 // ---------------------------------------------------------------------------------------------

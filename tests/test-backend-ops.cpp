@@ -6,12 +6,14 @@
 #include "backend-ops-cases.h"
 
 #include "ggml-cpu.h"
+#include "support/isa_levels.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace {
 
@@ -23,12 +25,26 @@ struct param {
     bool        use_ref;   // CPU: force the portable kernels (the SIMD paths are the default)
     std::string name;
     std::string kernel;    // CPU: ggml_cpu_set_kernel_override spec for this run ("": the table's choice)
+    std::string isa;       // CPU: instruction-set level cap for this run ("": the process's level)
 };
 
 // Cases of an op family with interchangeable kernels (kernel-choice.h): each runs once more with
 // every kernel this CPU can run forced, whatever the kernel table picks here.
 bool has_kernel_choice(const std::string & case_name) {
     return case_name.rfind("flash_attn_ext", 0) == 0 || case_name.rfind("mul_mat_a_bf16", 0) == 0;
+}
+
+// Cases whose kernels differ per instruction-set level (the x86 GEMMs: ops-mul-mat-x86.cpp,
+// ops-mul-mat-avx2.cpp, and the quantized tiles): each runs once more at every level this CPU can
+// run below its own (its own level is the plain runs, portable the _ref run), so an AVX-512 machine
+// checks the AVX2 kernels too.
+bool has_isa_levels(const std::string & case_name) { return case_name.rfind("mul_mat_a_", 0) == 0; }
+
+std::vector<std::string> lower_isa_levels() {
+    std::vector<std::string> ls = test_isa::runnable_levels();
+    if (!ls.empty()) ls.pop_back();                      // the process's own level: the plain runs
+    if (!ls.empty() && ls.front() == "portable") ls.erase(ls.begin()); // the _ref run
+    return ls;
 }
 
 std::vector<std::string> runnable_kernels() {
@@ -69,6 +85,10 @@ std::vector<param> make_params() {
                 if (has_kernel_choice(cases[i].name)) {
                     for (const std::string & k : runnable_kernels())
                         ps.push_back({i, d, 2, false, false, dn + "_" + cases[i].name + "_k" + k + "_t2", k});
+                }
+                if (has_isa_levels(cases[i].name)) {
+                    for (const std::string & lv : lower_isa_levels())
+                        ps.push_back({i, d, 2, false, false, dn + "_" + cases[i].name + "_isa" + lv + "_t2", "", lv});
                 }
             } else {
                 ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name, ""});
@@ -116,6 +136,9 @@ TEST_P(BackendOps, MatchesReference) {
         ggml_backend_free(cpu);
     } else {
         if (p.use_ref) ggml_backend_cpu_set_use_ref(be, true);
+        std::unique_ptr<test_isa::scoped_cap> cap;
+        if (!p.isa.empty()) cap = std::make_unique<test_isa::scoped_cap>(p.isa.c_str());
+        if (!p.isa.empty()) ASSERT_STREQ(ggml_cpu_get_isa(), p.isa.c_str()) << "cannot cap the level at " << p.isa;
         kernel_override_guard guard(p.kernel);
         if (!p.kernel.empty()) {
             ASSERT_TRUE(ggml_cpu_set_kernel_override(p.kernel.c_str())) << "cannot force kernel " << p.kernel;
@@ -142,6 +165,7 @@ class CountReporter : public ::testing::Environment {
     void SetUp() override {
         fprintf(stderr, "test-backend-ops: %zu cases x %zu device(s)\n", bops::all_cases().size(),
                 (size_t) ggml_backend_dev_count());
+        test_isa::note_skipped_levels();
     }
 };
 

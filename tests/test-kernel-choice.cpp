@@ -89,71 +89,111 @@ struct one_op {
 
 std::string kernel_of(one_op & g) { return ggml_backend_cpu_node_kernel(g.be, g.out); }
 
+// The x86 GEMM levels this CPU can run (ops-mul-mat-x86.cpp), each with the prefix its kernel
+// names carry: avx2 and avx_vnni run the AVX2 kernels, avx512 the AVX-512 ones. (amx, opt-in and
+// untested on hardware, is left out.)
+struct gemm_level {
+    std::string isa, prefix;
+};
+std::vector<gemm_level> gemm_levels() {
+    std::vector<gemm_level> out;
+    for (const std::string & lv : test_isa::runnable_levels()) {
+        if (lv == "avx2" || lv == "avx_vnni") out.push_back({lv, "avx2"});
+        if (lv == "avx512") out.push_back({lv, "avx512"});
+    }
+    return out;
+}
+
 TEST_F(KernelChoice, each_runnable_kernel_runs_bf16_mul_mat_when_forced) {
-    // M = 40 rows: above the small-M threshold, so the packed GEMM (where the choice is) runs
+    // M = 40 rows: above the small-M thresholds, so the packed GEMM (where the choice is) runs
     one_op g;
     ggml_tensor * w = g.in(GGML_TYPE_BF16, 96, 70);
     ggml_tensor * x = g.in(GGML_TYPE_F32, 96, 40);
     g.finish(ggml_mul_mat(g.ctx, w, x));
-    std::vector<std::vector<float>> results;
-    for (const std::string & k : runnable_kernels()) {
-        ASSERT_TRUE(ggml_cpu_set_kernel_override(("mul_mat_bf16=" + k).c_str()));
-        EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_bf16"), k.c_str());
-        EXPECT_EQ(kernel_of(g), "avx512 " + k);
-        results.push_back(g.run());
-    }
-    if (results.size() == 2) {
-        // bf16dot rounds the activations to BF16, f32fma does not: the bits must differ, or the
-        // override did not switch the kernel that ran
-        EXPECT_NE(results[0], results[1]);
+    for (const gemm_level & lv : gemm_levels()) {
+        test_isa::scoped_cap cap(lv.isa.c_str());
+        SCOPED_TRACE("isa " + lv.isa);
+        std::vector<std::vector<float>> results;
+        std::vector<std::string>        ks = {"f32fma"};
+        if (lv.prefix == "avx512" && ggml_cpu_has_avx512_bf16()) ks.push_back("bf16dot");
+        for (const std::string & k : ks) {
+            ASSERT_TRUE(ggml_cpu_set_kernel_override(("mul_mat_bf16=" + k).c_str()));
+            EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_bf16"), k.c_str());
+            EXPECT_EQ(kernel_of(g), lv.prefix + " " + k);
+            results.push_back(g.run());
+        }
+        if (results.size() == 2) {
+            // bf16dot rounds the activations to BF16, f32fma does not: the bits must differ, or the
+            // override did not switch the kernel that ran
+            EXPECT_NE(results[0], results[1]);
+        }
+        // below AVX-512 no CPU has vdpbf16ps: forcing it is refused
+        if (lv.prefix == "avx2") EXPECT_FALSE(ggml_cpu_set_kernel_override("mul_mat_bf16=bf16dot"));
     }
     ggml_backend_cpu_set_use_ref(g.be, true);
+    EXPECT_EQ(kernel_of(g), "portable");
+    ggml_backend_cpu_set_use_ref(g.be, false);
+    test_isa::scoped_cap cap("portable");
     EXPECT_EQ(kernel_of(g), "portable");
 }
 
 TEST_F(KernelChoice, f16_activations_name_the_fast_kernel_they_are_widened_for) {
-    if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: the portable GEMM runs every type";
+    if (gemm_levels().empty()) GTEST_SKIP() << "no AVX2: the portable GEMM runs every type";
     // upstream's conv_2d composition: an F16 im2col matrix as src1; it is widened to F32 and runs
-    // the AVX-512 GEMM, so the label must not say "portable" (bench rows would misname it)
+    // the level's GEMM, so the label must not say "portable" (bench rows would misname it)
     one_op g;
     ggml_tensor * w = g.in(GGML_TYPE_F16, 96, 70);
     ggml_tensor * x = g.in(GGML_TYPE_F16, 96, 40);
     g.finish(ggml_mul_mat(g.ctx, w, x));
-    EXPECT_EQ(kernel_of(g), "avx512 f32fma, src1 widened to f32");
+    // and the small-M path (M = 3 rows), widened the same way
+    one_op        gs;
+    ggml_tensor * ws = gs.in(GGML_TYPE_F16, 96, 70);
+    ggml_tensor * xs = gs.in(GGML_TYPE_BF16, 96, 3);
+    gs.finish(ggml_mul_mat(gs.ctx, ws, xs));
+    for (const gemm_level & lv : gemm_levels()) {
+        test_isa::scoped_cap cap(lv.isa.c_str());
+        EXPECT_EQ(kernel_of(g), lv.prefix + " f32fma, src1 widened to f32");
+        EXPECT_EQ(kernel_of(gs), lv.prefix + " small-M dot (f32), src1 widened to f32");
+    }
     ggml_backend_cpu_set_use_ref(g.be, true);
     EXPECT_EQ(kernel_of(g), "portable");
 }
 
 TEST_F(KernelChoice, q3_K_without_a_tile_runs_the_dequantizing_gemm_unless_vecdot_is_forced) {
-    if (!ggml_cpu_has_avx512() || !ggml_cpu_has_avx512_vnni()) GTEST_SKIP() << "the route needs AVX-512 and the vnni choice";
+    if (gemm_levels().empty()) GTEST_SKIP() << "the route needs an x86 GEMM level (AVX2 or AVX-512)";
     one_op g;
     ggml_tensor * w = g.in(GGML_TYPE_Q3_K, 512, 40);
     ggml_tensor * x = g.in(GGML_TYPE_F32, 512, 24);
     g.finish(ggml_mul_mat(g.ctx, w, x));
-    ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vnni"));
-    EXPECT_EQ(kernel_of(g), "avx512 f32fma, weights and activations dequantized");
-    const std::vector<float> routed = g.run();
     ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vecdot"));
     EXPECT_EQ(kernel_of(g), "portable vec_dot_ref");
     const std::vector<float> ref = g.run();
-    // the same products (F32 instead of integer sums): close, and not the same code path's bits
-    double max_rel = 0, scale = 0;
-    for (size_t i = 0; i < ref.size(); ++i) scale = std::max(scale, (double) std::fabs(ref[i]));
-    for (size_t i = 0; i < ref.size(); ++i) max_rel = std::max(max_rel, std::fabs((double) routed[i] - ref[i]) / scale);
-    EXPECT_LT(max_rel, 1e-5);
-    EXPECT_NE(routed, ref);
+    for (const gemm_level & lv : gemm_levels()) {
+        test_isa::scoped_cap cap(lv.isa.c_str());
+        SCOPED_TRACE("isa " + lv.isa);
+        ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vnni"));
+        EXPECT_EQ(kernel_of(g), lv.prefix + " f32fma, weights and activations dequantized");
+        const std::vector<float> routed = g.run();
+        // the same products (F32 instead of integer sums): close, and not the same code path's bits
+        double max_rel = 0, scale = 0;
+        for (size_t i = 0; i < ref.size(); ++i) scale = std::max(scale, (double) std::fabs(ref[i]));
+        for (size_t i = 0; i < ref.size(); ++i) max_rel = std::max(max_rel, std::fabs((double) routed[i] - ref[i]) / scale);
+        EXPECT_LT(max_rel, 1e-5);
+        EXPECT_NE(routed, ref);
+    }
 }
 
 TEST_F(KernelChoice, f32fma_bf16_mul_mat_equals_f32_gemm_of_the_widened_weights) {
-    if (!ggml_cpu_has_avx512()) GTEST_SKIP() << "no AVX-512: the portable GEMM runs every type";
+    if (gemm_levels().empty()) GTEST_SKIP() << "no AVX2: the portable GEMM runs every type";
     // f32fma widens BF16 exactly while packing and runs the F32 micro-kernel: bit-identical to
-    // the F32 GEMM given the same weights in F32
+    // the F32 GEMM given the same weights in F32, at every level (and through the small-M path)
+    for (int64_t M : {33, 3}) {
     one_op gb, gf32;
     ggml_tensor * wb = gb.in(GGML_TYPE_BF16, 300, 45);
-    ggml_tensor * xb = gb.in(GGML_TYPE_F32, 300, 33);
+    ggml_tensor * xb = gb.in(GGML_TYPE_F32, 300, M);
     gb.finish(ggml_mul_mat(gb.ctx, wb, xb));
     ggml_tensor * wf = gf32.in(GGML_TYPE_F32, 300, 45);
-    ggml_tensor * xf = gf32.in(GGML_TYPE_F32, 300, 33);
+    ggml_tensor * xf = gf32.in(GGML_TYPE_F32, 300, M);
     gf32.finish(ggml_mul_mat(gf32.ctx, wf, xf));
     // the same values: BF16 weights widened, the same activations
     std::vector<uint16_t> wbits(300 * 45);
@@ -164,12 +204,16 @@ TEST_F(KernelChoice, f32fma_bf16_mul_mat_equals_f32_gemm_of_the_widened_weights)
         memcpy(&wv[i], &u, 4);
     }
     ggml_backend_tensor_set(wf, wv.data(), 0, wv.size() * 4);
-    std::vector<float> xv(300 * 33);
+    std::vector<float> xv(300 * M);
     ggml_backend_tensor_get(xb, xv.data(), 0, xv.size() * 4);
     ggml_backend_tensor_set(xf, xv.data(), 0, xv.size() * 4);
 
     ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_bf16=f32fma"));
-    EXPECT_EQ(gb.run(), gf32.run());
+    for (const gemm_level & lv : gemm_levels()) {
+        test_isa::scoped_cap cap(lv.isa.c_str());
+        EXPECT_EQ(gb.run(), gf32.run()) << "isa " << lv.isa << ", M " << M;
+    }
+    }
 }
 
 TEST_F(KernelChoice, flash_attention_follows_the_override_and_prec_f32_keeps_f32) {

@@ -14,11 +14,12 @@
 //
 // Work buffer: [quantized activation rows, each padded to 64 bytes][per-thread F32 row scratch].
 //
-// Types without a fast tile (Q2_K, Q3_K) take the dequantizing route where the AVX-512 F32 GEMM
-// exists and the kernel choice is vnni: each activation row is quantized to vec_dot_type as above
-// and dequantized back to F32 (the exact values the dot product multiplies), the weights are
-// dequantized exactly while the GEMM packs them (ops-mul-mat-x86.cpp), and products and sums are
-// F32 instead of integer: within F32 rounding of vec_dot_ref, ~100x the portable path's speed.
+// Types without a fast tile (Q2_K, Q3_K) take the dequantizing route where the active level has an
+// x86 F32 GEMM (AVX-512 or AVX2) and the kernel choice is vnni: each activation row is quantized to
+// vec_dot_type as above and dequantized back to F32 (the exact values the dot product multiplies),
+// the weights are dequantized exactly while the GEMM packs them (ops-mul-mat-x86.cpp,
+// ops-mul-mat-avx2.cpp), and products and sums are F32 instead of integer: within F32 rounding of
+// vec_dot_ref, ~100x the portable path's speed.
 // Work buffer then: [F32 activation rows][per-thread row scratch][the F32 GEMM's own work].
 
 #include "ops-mul-mat-quant.h"
@@ -90,12 +91,12 @@ bool route_nodes(const ggml_tensor * dst, ggml_tensor * b32, ggml_tensor * d32) 
     ggml_cpu_f32_twin(b, b32);
     *d32        = *dst;
     d32->src[1] = b32;
-    return ggml_cpu_mul_mat_x86_usable(d32);
+    return ggml_cpu_mul_mat_x86_shape_ok(d32); // any level's GEMM (the cap may change until compute)
 }
 
 bool dequant_route(const ggml_tensor * dst, bool use_ref, ggml_tensor * b32, ggml_tensor * d32) {
     if (use_ref || ggml_cpu_kernel_for(ggml_cpu_kernel_family::mul_mat_quant) != ggml_cpu_kernel::vnni) return false;
-    return route_nodes(dst, b32, d32);
+    return route_nodes(dst, b32, d32) && ggml_cpu_mul_mat_x86_usable(d32);
 }
 
 size_t f32_rows_bytes(const ggml_tensor * b) {
@@ -188,7 +189,7 @@ const char * ggml_cpu_mul_mat_quant_kernel(const struct ggml_tensor * dst, bool 
     const ggml_quant_dot_fast * f = fast_kernel(dst->src[0], use_ref);
     if (f) return f->name;
     ggml_tensor b32, d32;
-    if (dequant_route(dst, use_ref, &b32, &d32)) return "avx512 f32fma, weights and activations dequantized";
+    if (dequant_route(dst, use_ref, &b32, &d32)) return ggml_cpu_mul_mat_x86_dequant_kernel(&d32);
     return "portable vec_dot_ref";
 }
 

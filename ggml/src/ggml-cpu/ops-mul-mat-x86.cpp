@@ -1,6 +1,10 @@
 // ops-mul-mat-x86.cpp — fast x86 MUL_MAT: out[m][n] = sum_k x[m][k] * w[n][k] (facts 4.8), with
 // w = src0 (weights, F32/F16/BF16, packed rows), x = src1 (F32 activations, any strides).
 //
+// Levels (cpu-isa.h): the kernels below are the avx512 level's; at the avx2 and avx_vnni levels the
+// entry points at the bottom hand every node to ops-mul-mat-avx2.cpp (the same F32 semantics as
+// f32fma, 6 x 16 AVX2 micro-kernel), and below avx2 nothing here runs.
+//
 // Paths (chosen at run time by CPU feature, see make_plan):
 //   small: M <= SMALL_M_MAX (decode-like; 4 for BF16 weights on AVX512_BF16 CPUs). Dot products
 //          straight from the weight rows, vectors along K; no packing, since each weight element
@@ -37,6 +41,7 @@
 
 #include "cpu-isa.h"
 #include "kernel-choice.h"
+#include "ops-mul-mat-avx2.h"
 
 // GCC 12 reports the deliberately undefined pass-through operands inside avx512fintrin.h's own
 // masked/reduce intrinsics as maybe-uninitialized; nothing in this file reads an undefined value.
@@ -47,9 +52,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")
 
 namespace {
 
@@ -91,14 +93,17 @@ bool amx_ok() {
     return f.amx_bf16 && f.avx512_bf16 && ggml_cpu_amx_request_permission();
 }
 
-// bf16_kernel: the kernel for BF16 weights (ggml_cpu_kernel_for(mul_mat_bf16) when running; the
-// work size asks for both so a changed override can never find the buffer short)
-plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel) {
+// bf16_kernel: the kernel for BF16 weights (ggml_cpu_kernel_for(mul_mat_bf16) when running).
+// sized: path::none = the path this CPU runs now (active features); any other path = that path's
+// plan whatever the CPU and the cap (none if the node's types rule it out), so the work size can
+// cover every path that might run by compute time (an override or the cap may change until then).
+plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel, path sized = path::none) {
     plan                       pl;
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
     const ggml_cpu_features &  f = ggml_cpu_active_features();
-    if (!a || !b || !f.avx512f || !f.avx512bw || !f.fma || !f.f16c) return pl;
+    if (!a || !b) return pl;
+    if (sized == path::none && (!f.avx512f || !f.avx512bw || !f.fma || !f.f16c)) return pl;
     const bool quant = ggml_cpu_mul_mat_x86_dequantizes(a->type);
     if (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16 && a->type != GGML_TYPE_BF16 && !quant) return pl;
     if (quant && a->ne[0] % ggml_blck_size(a->type) != 0) return pl;
@@ -119,13 +124,18 @@ plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel) {
 
     const bool bf16_dp = a->type == GGML_TYPE_BF16 && f.avx512_bf16 && bf16_kernel == ggml_cpu_kernel::bf16dot;
     // (quantized weights: the small-M dot reads float rows only, so they always take the packed GEMM)
-    if (!quant && pl.M <= (bf16_dp ? SMALL_M_MAX_BF16 : SMALL_M_MAX)) {
+    const bool small = !quant && pl.M <= (sized != path::none ? SMALL_M_MAX : bf16_dp ? SMALL_M_MAX_BF16 : SMALL_M_MAX);
+    if (sized == path::none ? small : sized == path::small) {
+        if (!small) return pl;
         pl.p       = path::small;
         pl.x_bytes = b->nb[0] == sizeof(float) ? 0 : align_up((size_t) (pl.n_mats * pl.M * pl.K) * sizeof(float));
         pl.w_bytes = 0;
         return pl;
     }
-    if (a->type == GGML_TYPE_BF16 && amx_ok()) {
+    if (sized != path::none) {
+        if ((sized == path::bf16 || sized == path::amx) && a->type != GGML_TYPE_BF16) return pl;
+        pl.p = sized;
+    } else if (a->type == GGML_TYPE_BF16 && amx_ok()) {
         pl.p = path::amx;
     } else if (bf16_dp) {
         pl.p = path::bf16;
@@ -143,6 +153,15 @@ plan make_plan(const struct ggml_tensor * dst, ggml_cpu_kernel bf16_kernel) {
     pl.w_bytes = align_up((size_t) (NC_PANELS * NR * round_up(std::min(pl.kc, pl.kp), pl.k_align)) * pl.esz);
     return pl;
 }
+
+} // namespace
+
+// Everything above runs on any x86-64 CPU (the planning also sizes work buffers on CPUs without
+// AVX-512); the kernels below are compiled for AVX-512 and run only at the avx512 level.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")
+
+namespace {
 
 inline uint16_t f32_to_bf16_rne(float v) {
     uint32_t u;
@@ -723,33 +742,79 @@ size_t plan_bytes(const plan & pl, int n_threads) {
     const size_t bytes = pl.x_bytes + (size_t) n_threads * pl.w_bytes;
     return bytes == 0 ? 0 : bytes + ALIGN;
 }
+
+// The level whose kernels run now: the AVX-512 ones from the avx512 level up, the AVX2 ones
+// (ops-mul-mat-avx2.cpp) at avx2 and avx_vnni, none below. Only one level's kernels ever run for
+// a node, and never one above the active level (ggml_cpu_active_features clears what is above it).
+enum class x86_level { none, avx2, avx512 };
+
+x86_level active_level() {
+    const ggml_cpu_features & f = ggml_cpu_active_features();
+    if (f.avx512f && f.avx512bw && f.fma && f.f16c) return x86_level::avx512;
+    if (f.avx2 && f.fma && f.f16c) return x86_level::avx2;
+    return x86_level::none;
+}
 } // namespace
 
 bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor * dst) {
-    return make_plan(dst, ggml_cpu_kernel::f32fma).p != path::none;
+    switch (active_level()) {
+        case x86_level::avx512: return make_plan(dst, ggml_cpu_kernel::f32fma).p != path::none;
+        case x86_level::avx2: return ggml_cpu_mul_mat_avx2_kernel(dst) != nullptr;
+        default: return false;
+    }
 }
 
+bool ggml_cpu_mul_mat_x86_shape_ok(const struct ggml_tensor * dst) {
+    return make_plan(dst, ggml_cpu_kernel::f32fma, path::f32).p != path::none ||
+           make_plan(dst, ggml_cpu_kernel::f32fma, path::small).p != path::none ||
+           ggml_cpu_mul_mat_avx2_kernel(dst) != nullptr;
+}
+
+// Every path of every level, whatever runs now: the cap, the kernel override and AMX's opt-in may
+// change between planning and computing, and the buffer must fit whichever path runs then.
 size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_threads) {
-    return std::max(plan_bytes(make_plan(dst, ggml_cpu_kernel::f32fma), n_threads),
-                    plan_bytes(make_plan(dst, ggml_cpu_kernel::bf16dot), n_threads));
+    size_t bytes = ggml_cpu_mul_mat_avx2_work_size(dst, n_threads);
+    for (path p : {path::small, path::f32, path::bf16, path::amx}) {
+        bytes = std::max(bytes, plan_bytes(make_plan(dst, ggml_cpu_kernel::f32fma, p), n_threads));
+    }
+    return bytes;
 }
 
 bool ggml_cpu_mul_mat_x86_dequantizes(enum ggml_type t) {
-    // whole blocks per K block of the F32 path (KC_F32 = 256: 32- and 256-element blocks)
-    return ggml_blck_size(t) > 1 && KC_F32 % ggml_blck_size(t) == 0 && ggml_get_type_traits(t)->to_float != nullptr;
+    // whole blocks per K block of the F32 paths (KC_F32 = 256 at both levels: 32- and 256-element blocks)
+    return ggml_blck_size(t) > 1 && KC_F32 % ggml_blck_size(t) == 0 && ggml_get_type_traits(t)->to_float != nullptr &&
+           ggml_cpu_mul_mat_avx2_dequantizes(t);
 }
 
 const char * ggml_cpu_mul_mat_x86_kernel(const struct ggml_tensor * dst) {
-    switch (make_plan(dst, current_bf16_kernel()).p) {
-        case path::small: return "avx512 small-M dot (f32)";
-        case path::f32: return "avx512 f32fma";
-        case path::bf16: return "avx512 bf16dot";
-        case path::amx: return "amx bf16";
+    switch (active_level()) {
+        case x86_level::avx512:
+            switch (make_plan(dst, current_bf16_kernel()).p) {
+                case path::small: return "avx512 small-M dot (f32)";
+                case path::f32: return "avx512 f32fma";
+                case path::bf16: return "avx512 bf16dot";
+                case path::amx: return "amx bf16";
+                default: return nullptr;
+            }
+        case x86_level::avx2: return ggml_cpu_mul_mat_avx2_kernel(dst);
+        default: return nullptr;
+    }
+}
+
+const char * ggml_cpu_mul_mat_x86_dequant_kernel(const struct ggml_tensor * dst) {
+    switch (active_level()) {
+        case x86_level::avx512: return "avx512 f32fma, weights and activations dequantized";
+        case x86_level::avx2: return "avx2 f32fma, weights and activations dequantized";
         default: return nullptr;
     }
 }
 
 void ggml_cpu_mul_mat_x86(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    if (active_level() == x86_level::avx2) {
+        GGML_ASSERT(ggml_cpu_mul_mat_avx2_kernel(dst) && "mul_mat: x86 path called for an unsupported node");
+        ggml_cpu_mul_mat_avx2(params, dst);
+        return;
+    }
     const plan pl = make_plan(dst, current_bf16_kernel());
     GGML_ASSERT(pl.p != path::none && "mul_mat: x86 path called for an unsupported node");
     if (pl.N == 0 || pl.M == 0 || pl.n_mats == 0) return;
@@ -766,6 +831,8 @@ void ggml_cpu_mul_mat_x86(const struct ggml_compute_params * params, struct ggml
 #else // not x86-64 GCC/Clang: the portable path does everything
 
 bool ggml_cpu_mul_mat_x86_usable(const struct ggml_tensor *) { return false; }
+bool ggml_cpu_mul_mat_x86_shape_ok(const struct ggml_tensor *) { return false; }
+const char * ggml_cpu_mul_mat_x86_dequant_kernel(const struct ggml_tensor *) { return nullptr; }
 bool ggml_cpu_mul_mat_x86_dequantizes(enum ggml_type) { return false; }
 size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor *, int) { return 0; }
 const char * ggml_cpu_mul_mat_x86_kernel(const struct ggml_tensor *) { return nullptr; }

@@ -12,8 +12,9 @@
 //
 // Work buffer layout: [src1 converted to contiguous F32, when needed][per-thread weight scratch].
 //
-// Fast paths: on x86 CPUs with AVX-512, ops-mul-mat-x86.cpp takes over (packed GEMMs, see there)
-// unless params->use_ref forces this portable path; the work buffer is sized for either. F16/BF16
+// Fast paths: on x86 CPUs at the avx2 level or above (cpu-isa.h), ops-mul-mat-x86.cpp takes over
+// (packed GEMMs of the active level, see there and ops-mul-mat-avx2.cpp) unless params->use_ref
+// forces this portable path; the work buffer is sized for any of them. F16/BF16
 // activations are first widened to F32 in the work buffer so that they reach the fast path too.
 
 #include "cpu-ops.h"
@@ -96,13 +97,15 @@ block_plan plan_blocks(int64_t N, int64_t M, int64_t n_mats, int nth) {
 // an F16 kernel as src1): the x86 fast path takes F32 activations only, so they are widened
 // (exactly) into the work buffer first and the fast path runs on a copy of the node whose src1 is
 // that F32 matrix. widened_node fills `b32`/`d32` and says whether this route applies.
-bool widened_node(const struct ggml_tensor * dst, struct ggml_tensor * b32, struct ggml_tensor * d32) {
+// sizing: whether the route could run at any level (the cap may change until compute time).
+bool widened_node(const struct ggml_tensor * dst, struct ggml_tensor * b32, struct ggml_tensor * d32,
+                  bool sizing = false) {
     const struct ggml_tensor * b = dst->src[1];
     if (!b || (b->type != GGML_TYPE_F16 && b->type != GGML_TYPE_BF16)) return false;
     ggml_cpu_f32_twin(b, b32);
     *d32        = *dst;
     d32->src[1] = b32;
-    return ggml_cpu_mul_mat_x86_usable(d32);
+    return sizing ? ggml_cpu_mul_mat_x86_shape_ok(d32) : ggml_cpu_mul_mat_x86_usable(d32);
 }
 
 size_t widened_bytes(const struct ggml_tensor * b) {
@@ -139,7 +142,7 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
     // use_ref is not known here, so room for whichever path runs
     size_t fast = ggml_cpu_mul_mat_x86_work_size(dst, n_threads);
     struct ggml_tensor b32, d32;
-    if (widened_node(dst, &b32, &d32)) {
+    if (widened_node(dst, &b32, &d32, true)) {
         fast = std::max(fast, widened_bytes(b) + ggml_cpu_mul_mat_x86_work_size(&d32, n_threads) + MM_ALIGN);
     }
     return std::max(portable, fast);
@@ -157,11 +160,13 @@ const char * ggml_cpu_mul_mat_float_kernel(const struct ggml_tensor * dst) {
         {"avx512 f32fma", "avx512 f32fma, src1 widened to f32"},
         {"avx512 bf16dot", "avx512 bf16dot, src1 widened to f32"},
         {"amx bf16", "amx bf16, src1 widened to f32"},
+        {"avx2 small-M dot (f32)", "avx2 small-M dot (f32), src1 widened to f32"},
+        {"avx2 f32fma", "avx2 f32fma, src1 widened to f32"},
     };
     for (const auto & n : names) {
         if (strcmp(n[0], k) == 0) return n[1];
     }
-    return "avx512, src1 widened to f32";
+    return "x86, src1 widened to f32"; // a kernel name missing from the list above
 }
 
 void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
