@@ -196,13 +196,15 @@ std::vector<op_case> make_cases(bool smoke) {
         return s + "]";
     };
 
-    // GEMM shapes (K, N, M): the Flux linears and the square Krea2-like one
+    // GEMM shapes (K, N, M): the Flux linears (the fused QKV projection of 256 text tokens too) and
+    // the square Krea2-like one
     struct gemm_shape { int64_t K, N, M; };
     // (issue 3 targets: >= 0.9x OpenBLAS sgemm on these with 2 threads)
     std::vector<gemm_shape> gemms = smoke ? std::vector<gemm_shape>{{64, 48, 16}}
                                           : std::vector<gemm_shape>{{3072, 3072, 1024},
                                                                     {3072, 12288, 1024},
                                                                     {12288, 3072, 1024},
+                                                                    {3072, 9216, 256},
                                                                     {6144, 6144, 1024}};
     for (auto g : gemms) {
         // block-quantized weights (issue 14): activations quantized to the dot type inside the op
