@@ -213,6 +213,39 @@ void add_attention_cases(case_list & cl) {
         big.mask_kind = 0; big.D = 64; big.Dv = 64; big.n_q = 256;
         add_fa(cl, big);
     }
+    // The AVX2 kernel's edges (ops-flash-attn-avx2.cpp: query tiles of 8, 16 or 24, kv blocks of
+    // 128 rows, K rows widened or read in place, value dims 4 at a time): head sizes that are not
+    // multiples of 8 or 16, Dv not a multiple of 4 (F32 V then goes through the widened copy), kv
+    // counts around the block size, one query, fully masked query rows, softcap with a causal mask
+    // across several blocks; then the real size (D 128, n_kv past 4096) with a few queries so it
+    // stays fast. F32 and F16 K/V (BF16 shares the F16 path after the widening).
+    for (ggml_prec prec : {GGML_PREC_DEFAULT, GGML_PREC_F32}) {
+        for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_F32}) {
+            auto add = [&](fa_cfg c) {
+                c.kv   = kv;
+                c.prec = prec;
+                add_fa(cl, c);
+            };
+            for (int64_t D : {72, 80, 256}) add(fa_cfg{D, D, 25, 131, 2, 2, 1});
+            fa_cfg c{40, 40, 1, 300, 4, 2, 1}; // one query, GQA 2:1
+            add(c);
+            c           = fa_cfg{64, 36, 17, 129, 3, 1, 1}; // Dv 36, MQA, two query tiles
+            c.mask_kind = 0;
+            add(c);
+            c           = fa_cfg{64, 42, 49, 257, 2, 2, 1}; // Dv 42, rows with no visible position
+            c.mask_kind = 2;
+            add(c);
+            c           = fa_cfg{128, 128, 9, 200, 2, 2, 1}; // softcap, causal mask over two blocks
+            c.mask_kind = 3;
+            c.softcap   = 20.0f;
+            add(c);
+            for (int mask : {0, 1}) {
+                c           = fa_cfg{128, 128, 3, 4100, 4, 2, 1}; // the real size
+                c.mask_kind = mask;
+                add(c);
+            }
+        }
+    }
     // a short last query tile grouped with full tiles over shared K/V blocks, GQA 4:1 (the AVX-512
     // kernel converts each K/V block once per group of tiles), with and without a mask, F16 and BF16
     for (ggml_prec prec : {GGML_PREC_DEFAULT, GGML_PREC_F32}) {

@@ -35,10 +35,13 @@ bool has_kernel_choice(const std::string & case_name) {
 }
 
 // Cases whose kernels differ per instruction-set level (the x86 GEMMs: ops-mul-mat-x86.cpp,
-// ops-mul-mat-avx2.cpp, and the quantized tiles): each runs once more at every level this CPU can
-// run below its own (its own level is the plain runs, portable the _ref run), so an AVX-512 machine
-// checks the AVX2 kernels too.
-bool has_isa_levels(const std::string & case_name) { return case_name.rfind("mul_mat_a_", 0) == 0; }
+// ops-mul-mat-avx2.cpp, and the quantized tiles; flash attention: ops-flash-attn-avx512.cpp,
+// ops-flash-attn-avx2.cpp): each runs once more at every level this CPU can run below its own (its
+// own level is the plain runs, portable the _ref run), so an AVX-512 machine checks the AVX2
+// kernels too.
+bool has_isa_levels(const std::string & case_name) {
+    return case_name.rfind("mul_mat_a_", 0) == 0 || case_name.rfind("flash_attn_ext", 0) == 0;
+}
 
 std::vector<std::string> lower_isa_levels() {
     std::vector<std::string> ls = test_isa::runnable_levels();

@@ -217,6 +217,10 @@ TEST_F(KernelChoice, f32fma_bf16_mul_mat_equals_f32_gemm_of_the_widened_weights)
 }
 
 TEST_F(KernelChoice, flash_attention_follows_the_override_and_prec_f32_keeps_f32) {
+    // the AVX-512 kernel's two product kernels; below avx512 (CPU or cap) the AVX2 kernel runs
+    // F32 products whatever is forced (flash_attention_names_the_kernel_of_each_level)
+    const std::string isa = ggml_cpu_get_isa();
+    if (isa != "avx512" && isa != "amx") GTEST_SKIP() << "level " << isa << ": no AVX-512 flash attention";
     for (ggml_prec prec : {GGML_PREC_DEFAULT, GGML_PREC_F32}) {
         for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
             one_op g;
@@ -240,6 +244,45 @@ TEST_F(KernelChoice, flash_attention_follows_the_override_and_prec_f32_keeps_f32
                 EXPECT_EQ(differ, prec == GGML_PREC_DEFAULT)
                     << ggml_type_name(kv) << " prec " << (int) prec;
             }
+        }
+    }
+}
+
+TEST_F(KernelChoice, flash_attention_names_the_kernel_of_each_level) {
+    // ops-flash-attn.cpp by level: avx512 -> the AVX-512 kernel, avx2 / avx_vnni -> the AVX2 kernel
+    // (F32 products only), below -> portable. The node's name and ggml_cpu_get_kernel("flash_attn")
+    // say what runs, and each level's result matches the portable kernel's (F32 sums in another
+    // order: a few ulp). test-backend-ops checks every level against the reference.
+    for (ggml_type kv : {GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_F32}) {
+        one_op g;
+        ggml_tensor * q = g.in(GGML_TYPE_F32, 80, 30, 4);
+        ggml_tensor * k = g.in(kv, 80, 150, 2);
+        ggml_tensor * v = g.in(kv, 80, 150, 2);
+        ggml_tensor * o = ggml_flash_attn_ext(g.ctx, q, k, v, nullptr, 0.11f, 0.0f, 0.0f);
+        ggml_flash_attn_ext_set_prec(o, GGML_PREC_F32);
+        g.finish(o);
+        std::vector<float> base;
+        {
+            test_isa::scoped_cap cap("portable");
+            EXPECT_EQ(kernel_of(g), "portable");
+            EXPECT_STREQ(ggml_cpu_get_kernel("flash_attn"), "portable");
+            base = g.run();
+        }
+        for (const gemm_level & lv : gemm_levels()) {
+            test_isa::scoped_cap cap(lv.isa.c_str());
+            SCOPED_TRACE("isa " + lv.isa + ", kv " + ggml_type_name(kv));
+            if (lv.prefix == "avx2") {
+                EXPECT_EQ(kernel_of(g), "avx2 f32fma");
+                EXPECT_STREQ(ggml_cpu_get_kernel("flash_attn"), "f32fma");
+                // no vdpbf16ps below avx512: forcing bf16dot is refused and the name stays
+                EXPECT_FALSE(ggml_cpu_set_kernel_override("flash_attn=bf16dot"));
+                EXPECT_EQ(kernel_of(g), "avx2 f32fma");
+            } else {
+                EXPECT_EQ(kernel_of(g), "avx512 f32fma"); // GGML_PREC_F32: F32 products
+            }
+            const std::vector<float> got = g.run();
+            ASSERT_EQ(got.size(), base.size());
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], base[i], 1e-5f) << "element " << i;
         }
     }
 }

@@ -9,9 +9,14 @@
 // rows at a time (K/V rows widened to F32 once per block and shared by the tile), the running max
 // and normaliser are rescaled once per block, and V is accumulated in F32. No n_q x n_kv matrix
 // exists; scratch is per thread in the work buffer.
+//
+// Kernel by instruction-set level (cpu-isa.h; use_ref always runs this file's portable kernel):
+// avx512 and above -> ops-flash-attn-avx512.cpp, avx2 / avx_vnni -> ops-flash-attn-avx2.cpp (F32
+// products), below -> the portable kernel here.
 
 #include "cpu-ops.h"
 #include "ops-fast.h"
+#include "ops-flash-attn-avx2.h"
 #include "portable-dot.h"
 
 #include <algorithm>
@@ -102,10 +107,13 @@ bool ggml_cpu_flash_attn_ext_supported(const struct ggml_tensor * dst) {
 size_t ggml_cpu_flash_attn_ext_work_size(const struct ggml_tensor * dst, int n_threads) {
     const fa_layout l      = make_layout(dst->src[0]->ne[0], dst->src[2]->ne[0]);
     size_t          floats = (size_t) l.total;
-    // room for the AVX-512 kernel's scratch too (wherever the CPU has it, whatever the cap: the
-    // cap may change between planning and running)
-    const ggml_cpu_features & f = ggml_cpu_get_features();
-    if (f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c) {
+    // room for the scratch of every kernel this CPU has (whatever the cap: the cap may change
+    // between planning and running, ggml_cpu_set_isa / GGML_CPU_ISA)
+    const ggml_cpu_isa level = ggml_cpu_isa_detected();
+    if ((int) level >= (int) ggml_cpu_isa::avx2) {
+        floats = std::max(floats, ggml_avx2_flash_attn_floats(dst->src[0]->ne[0], dst->src[2]->ne[0]));
+    }
+    if ((int) level >= (int) ggml_cpu_isa::avx512) {
         floats = std::max(floats, ggml_avx512_flash_attn_floats(dst->src[0]->ne[0], dst->src[2]->ne[0]));
     }
     return 64 + (size_t) n_threads * floats * sizeof(float);
@@ -139,6 +147,11 @@ void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struc
     if (!params->use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::avx512)) {
         GGML_ASSERT(params->wsize >= ggml_cpu_flash_attn_ext_work_size(dst, params->nth));
         ggml_avx512_flash_attn_ext(params, dst);
+        return;
+    }
+    if (!params->use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::avx2)) {
+        GGML_ASSERT(params->wsize >= ggml_cpu_flash_attn_ext_work_size(dst, params->nth));
+        ggml_avx2_flash_attn_ext(params, dst);
         return;
     }
 
