@@ -83,7 +83,7 @@ configure "$d" -DGGML_NATIVE=OFF -DSD_BUILD_BENCH=OFF
 portable_tests=(test-core test-backend-ops test-sd-ops test-fusion-norm-quant test-fusion-gate-quant
                 test-fusion-linear-epilogue test-int8 test-model test-cpu-isa)
 # built for the emulated AVX2 pass only (their native runs are in the default build's ctest)
-qemu_only=(test-alloc test-kernel-choice test-quants test-quant-dot test-ext test-graph-access)
+qemu_only=(test-cpu-rows test-alloc test-kernel-choice test-quants test-quant-dot test-ext test-graph-access)
 build "$d" "${portable_tests[@]}" "${qemu_only[@]}"
 run_tests "$d" "${portable_tests[@]}"
 echo "== the unit tests as an AVX2-only CPU (qemu-x86_64 -cpu Haswell, $d)"
