@@ -14,10 +14,14 @@
 //
 // Blocking (16 ymm registers): the micro-kernel holds a 6-row x 16-channel tile of int32 sums
 // (12 registers) plus two weight vectors, one activation broadcast and one product. A work unit
-// is a 48-channel weight panel (three 16-channel micro-panels) times a block of rows. Per k-block
+// is a 96-channel weight panel (six 16-channel micro-panels) times a block of rows. Per k-block
 // the unit packs its panel into a per-thread buffer as int16 pairs (k, k+1) per channel, 8
-// channels per vector, step-major (L2-resident, ~192 KiB), and for each 6-row tile widens the
-// tile's activations once into a small per-thread buffer that the three micro-panels share.
+// channels per vector, step-major (L2-resident, up to 384 KiB), and for each 6-row tile widens the
+// tile's activations once into a small per-thread buffer that the six micro-panels share. The k
+// loop itself runs at ~97% of a register-only vpmaddwd + vpaddd loop on Zen 3; what a profile
+// showed around it was the widening (activation rows re-read from L3 or memory for every panel,
+// and the int16 tile written out), so the panel is 96 channels rather than 48 (half the widening
+// per product) and the next tile's rows are prefetched while this one is widened.
 // Longer K is cut into equal k-blocks whose int32 partial sums wait in the output (or in
 // gemm_problem::partial) between blocks; the epilogue runs on the last one. Work units are
 // claimed from gemm_problem::next_unit like the VNNI GEMM's.
@@ -40,7 +44,7 @@ namespace {
 
 constexpr int     MR = 6;       // rows per micro-tile
 constexpr int     NP = 16;      // channels per micro-panel (2 vectors of 8)
-constexpr int     NC = 3 * NP;  // channels per work unit
+constexpr int     NC = 6 * NP;  // channels per work unit (see the blocking note above)
 constexpr int64_t KC = 2048;    // largest k-block (k values; a multiple of 16)
 
 inline float epilogue(int32_t acc, float sx, const gemm_problem & p, const float * res, int64_t o) {
@@ -114,33 +118,51 @@ template <int R, int V> SD_AVX2_TARGET inline void kloop(__m256i (&acc)[R][V], c
 #undef SD_IN
 #undef SD_OUT
 
+// Loads and stores of a tile row's vector: the masked forms only for a partial last vector.
+// vpmaskmovd is microcoded on Zen (the store form especially), and a full tile's prologue and
+// epilogue would otherwise issue dozens of them per k-block.
+SD_AVX2_TARGET inline __m256i ld_i(const int32_t * p, __m256i m, bool full) {
+    return full ? _mm256_loadu_si256((const __m256i *) p) : _mm256_maskload_epi32(p, m);
+}
+SD_AVX2_TARGET inline void st_i(int32_t * p, __m256i m, bool full, __m256i v) {
+    if (full) _mm256_storeu_si256((__m256i *) p, v);
+    else _mm256_maskstore_epi32(p, m, v);
+}
+SD_AVX2_TARGET inline __m256 ld_f(const float * p, __m256i m, bool full) {
+    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+SD_AVX2_TARGET inline void st_f(float * p, __m256i m, bool full, __m256 v) {
+    if (full) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, m, v);
+}
+
 template <int R, int V> SD_AVX2_TARGET void ukernel(const ukernel_args & u) {
     const __m256i last_mask = lanes_below(u.last_n);
-    const __m256i all       = _mm256_set1_epi32(-1);
+    const bool    last_full = u.last_n == 8;
     __m256i       acc[R][V];
     for (int r = 0; r < R; ++r) {
         for (int v = 0; v < V; ++v) {
-            const __m256i m = v == V - 1 ? last_mask : all;
-            acc[r][v]       = u.first ? _mm256_setzero_si256() : _mm256_maskload_epi32(u.part + r * u.ldp + 8 * v, m);
+            const bool full = v < V - 1 || last_full;
+            acc[r][v]       = u.first ? _mm256_setzero_si256() : ld_i(u.part + r * u.ldp + 8 * v, last_mask, full);
         }
     }
     kloop<R, V>(acc, u);
     for (int r = 0; r < R; ++r) {
         const __m256 sx = _mm256_set1_ps(u.sx[r]);
         for (int v = 0; v < V; ++v) {
-            const __m256i m = v == V - 1 ? last_mask : all;
+            const bool full = v < V - 1 || last_full;
             if (!u.last) {
-                _mm256_maskstore_epi32(u.part + r * u.ldp + 8 * v, m, acc[r][v]);
+                st_i(u.part + r * u.ldp + 8 * v, last_mask, full, acc[r][v]);
                 continue;
             }
             // the epilogue in gemm_portable's order, one rounding per step
             __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][v]), sx);
-            if (u.ws) f = _mm256_mul_ps(f, _mm256_maskload_ps(u.ws + 8 * v, m));
-            if (u.bias) f = _mm256_add_ps(f, _mm256_maskload_ps(u.bias + 8 * v, m));
-            if (u.gate) f = _mm256_mul_ps(f, _mm256_maskload_ps(u.gate + 8 * v, m));
+            if (u.ws) f = _mm256_mul_ps(f, ld_f(u.ws + 8 * v, last_mask, full));
+            if (u.bias) f = _mm256_add_ps(f, ld_f(u.bias + 8 * v, last_mask, full));
+            if (u.gate) f = _mm256_mul_ps(f, ld_f(u.gate + 8 * v, last_mask, full));
             // read before the store below: res may be y itself
-            if (u.res) f = _mm256_add_ps(_mm256_maskload_ps(u.res + r * u.ldy + 8 * v, m), f);
-            _mm256_maskstore_ps(u.y + r * u.ldy + 8 * v, m, f);
+            if (u.res) f = _mm256_add_ps(ld_f(u.res + r * u.ldy + 8 * v, last_mask, full), f);
+            st_f(u.y + r * u.ldy + 8 * v, last_mask, full, f);
         }
     }
 }
@@ -212,9 +234,13 @@ SD_AVX2_TARGET void pack_panel(const int8_t * w, int64_t K, int64_t N, int64_t c
 }
 
 // Rows [0, R) of the tile (row r at a + r * lda bytes), k [k0, k1), sign-extended into d (row r
-// at d + r * ldd); k at or past K reads as zero.
+// at d + r * ldd); k at or past K reads as zero. The next tile's rows (next, next_R; none when
+// next_R is 0) are prefetched into L2 on the way: a unit re-reads the whole activation block for
+// each of its panels, from L3 or memory, and the widening otherwise stalls on those misses
+// (~6% of the GEMM's time in a profile). The prefetch lands a tile's three micro-panels (~15k
+// cycles) before the rows are read.
 SD_AVX2_TARGET void widen_tile(const int8_t * a, int64_t lda, int R, int64_t K, int64_t k0, int64_t k1, int16_t * d,
-                               int64_t ldd) {
+                               int64_t ldd, const int8_t * next, int next_R) {
     const int64_t kfull = std::min(k1, k0 + (std::max<int64_t>(0, K - k0) / 16) * 16);
     for (int r = 0; r < R; ++r) {
         const int8_t * src = a + r * lda;
@@ -225,6 +251,12 @@ SD_AVX2_TARGET void widen_tile(const int8_t * a, int64_t lda, int R, int64_t K, 
                                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (src + k))));
         }
         for (; k < k1; ++k) dst[k - k0] = k < K ? src[k] : 0;
+    }
+    const int64_t kend = std::min(k1, K);
+    for (int r = 0; r < next_R; ++r) {
+        const int8_t * src = next + r * lda;
+        for (int64_t k = k0; k < kend; k += 64) _mm_prefetch((const char *) (src + k), _MM_HINT_T1);
+        if (kend > k0) _mm_prefetch((const char *) (src + kend - 1), _MM_HINT_T1);
     }
 }
 
@@ -310,7 +342,9 @@ SD_AVX2_TARGET bool gemm_avx2(const gemm_problem & p, int ith, int nth, const ab
                 // a unit of many rows polls between row tiles too
                 if (((r - r0) / MR & 63) == 63 && stop()) return false;
                 const int R = (int) std::min<int64_t>(MR, r1 - r);
-                widen_tile(p.a + r * p.lda, p.lda, R, p.K, k0, k1, tb->tile, kc);
+                const int64_t rn = r + MR < r1 ? r + MR : r1;
+                widen_tile(p.a + r * p.lda, p.lda, R, p.K, k0, k1, tb->tile, kc, p.a + rn * p.lda,
+                           (int) std::min<int64_t>(MR, r1 - rn));
                 for (int j = 0; j < n_panels; ++j) {
                     const int64_t c0   = n0 + (int64_t) j * NP;
                     const int64_t cn   = std::min(p.N, c0 + NP) - c0;
