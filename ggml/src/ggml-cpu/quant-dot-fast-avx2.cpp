@@ -9,9 +9,11 @@
 // activation byte, -128 included):
 //  - 4/5/6-bit weights: stored quants q are unsigned (0..15 / 31 / 63), so vpmaddubsw(q, a) pairs
 //    are at most 2 * 63 * 128 = 16128.
-//  - Q4_0 / Q5_0 (x = d (q - OFF)): the offset is subtracted from those pair sums per activation
-//    block (vpmaddubsw(OFF, a), computed once per activation block and shared by the tile's rows):
+//  - Q5_0 (x = d (q - OFF)): the offset is subtracted from those pair sums per activation block
+//    (vpmaddubsw(OFF, a), computed once per activation block and shared by the tile's rows):
 //    |pair (q - OFF) a| <= 2 * 16 * 128, no wrap.
+//  - Q4_0: the "panel" tiles (weight rows in the vector lanes, see there) add the vpmaddubsw(q, a)
+//    pairs (<= 2 * 15 * 128) of a whole block in int16 and subtract 8 sum(a) per block.
 //  - Q8_0 (signed x signed): vpmaddubsw(|w|, sign(a, w)). |w| <= 128 fits an unsigned byte (even
 //    for w = -128) and sign(a, w) = +-a is exact for a in [-127, 127], so pairs stay within
 //    2 * 128 * 127 = 32512. The reference quantizer never writes -128 (|x / d| <= 127), but a
@@ -36,23 +38,25 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 // Micro-tile shapes (weight rows x activation rows), chosen by thread CPU time of the tiles alone on
 // a loaded 2-core Zen 3 (K 3072, 256 x 256 outputs in ops-mul-mat-quant's 16 x 64 blocks, one
-// thread; the same run's F32 mul_mat 79-84 GFLOP/s): Q8_0 2x4 ~69 GFLOP/s (1x8 67, 1x6 68); Q4_K
-// 1x8 ~100 (2x4 80, 2x5 82, 2x6 77, 3x4 77: a K-quant row's per-super-block unpacking of scales
-// and mins is shared by more columns); Q6_K 2x4 ~90 (1x8 94, 2x6 93-96, within the noise).
-#ifndef QMM2_Q8_0_TR
-#define QMM2_Q8_0_TR 2
-#define QMM2_Q8_0_TC 4
+// thread; the same run's F32 mul_mat 79-84 GFLOP/s): Q4_K 1x8 ~100 (2x4 80, 2x5 82, 2x6 77, 3x4 77:
+// a K-quant row's per-super-block unpacking of scales and mins is shared by more columns); Q6_K 1x8
+// ~108 best (2x4 ~98, 2x6 ~90, 3x4 ~92, same runs; all with one running int32 sum per accumulator,
+// see keep_in_register). The Q4_0 shape also serves Q5_0, Q4_1 and Q5_1; Q4_0 and Q8_0 themselves
+// run the panel tiles (QMM2_PANEL_*).
+#ifndef QMM2_Q4_0_TR
 #define QMM2_Q4_0_TR 2
 #define QMM2_Q4_0_TC 4
 #define QMM2_K_TR 1
 #define QMM2_K_TC 8
-#define QMM2_Q6_K_TR 2
-#define QMM2_Q6_K_TC 4
+#define QMM2_Q6_K_TR 1
+#define QMM2_Q6_K_TC 8
 #endif
 
 #pragma GCC push_options
@@ -127,10 +131,96 @@ void q8_1_act_repack(const void * blocks, void * row, int64_t K) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Q8_0 weights x Q8_0 activations
+// Q8_0 and Q4_0: 8 weight rows in the 8 int32 lanes ("panels")
+//
+// The per-pair tiles (tile_sym below; Q8_0 had one too) put 32 elements of ONE (weight row,
+// activation row) pair in a vector, so every pair pays the horizontal part of the block sum
+// (vpmaddwd to int32) and its own cvtdq2ps, scale product and FMA per block: 6 ops per pair and
+// block for Q8_0 and Q4_0. Here lane j of a vector is weight row j of a panel of 8, and 4 bytes of
+// the activation row are broadcast (vpbroadcastd from memory) to all lanes. The block sum then needs
+// no horizontal work, and the F32 part (cvtdq2ps, d_w * d_a, FMA) runs once per 8 pairs with the 8
+// rows' d_w as one vector. A tile is R panels (8R weight rows) x C activation rows, so each
+// broadcast serves R panels and each weight vector C activation rows.
+// The weights must be interleaved for that: entry_panels repacks 8R rows once per call into a
+// per-thread buffer and reuses it for all the call's activation rows (64 in ops-mul-mat-quant's
+// blocks, so the repack is a few percent of the call).
+//  - Q8_0: vpmaddubsw(|w|, sign(a, w)) (exact as stated at the top; tiles with a -128 activation
+//    take the exact path) then vpmaddwd and vpaddd per 4 elements and 8 pairs: 4 ops per pair and
+//    block instead of 6. Sign-extended int16 pairs (vpmaddwd + vpaddd per 2 elements, exact for
+//    every byte) cost the same ops but double the activation bytes, which stream from L3 when M is
+//    large: 10-20% slower at M = 1024, equal at M = 256.
+//  - Q4_0: vpmaddubsw(q, a) with the unsigned stored quants q (0..15): a pair is at most
+//    2 * 15 * 128 = 3840 in magnitude, so the 8 products of a block add up in int16 (<= 30720)
+//    before one vpmaddwd; the offset is subtracted as 8 * sum(a) per activation block, computed
+//    at repack time: sum (q - 8) a = sum q a - 8 sum a, exactly.
+// The panel's lanes are filled by a 4x4 dword transpose inside each 128-bit half (vpunpck only,
+// no lane crossing): half 0 holds rows 0-3 and half 1 rows 4-7, each loaded half-and-half.
+// Measured as the shapes above (one thread, CPU time, old and new alternating in one process):
+// Q8_0 64-69 -> 109-119 GFLOP/s, Q4_0 63-68 -> 175-200 (R x C = 2x4; 1x6 and 1x8 were 5-10% lower
+// for Q8_0 and ~20% lower for Q4_0, 2x3 within the noise of 2x4). keep_in_register matters here:
+// without it GCC sums each block's products as a tree, spills them, and Q8_0 is no faster than
+// the per-pair tile.
+
+#ifndef QMM2_PANEL_Q8_0_TC
+#define QMM2_PANEL_Q8_0_R 2
+#define QMM2_PANEL_Q8_0_TC 4
+#define QMM2_PANEL_Q4_0_R 2
+#define QMM2_PANEL_Q4_0_TC 4
+#endif
+
+// per-thread scratch for one repacked weight panel (grows to the largest K seen)
+inline char * panel_scratch(size_t bytes) {
+    thread_local std::vector<char> buf;
+    if (buf.size() < bytes + 32) buf.resize(bytes + 32);
+    return (char *) (((uintptr_t) buf.data() + 31) & ~(uintptr_t) 31);
+}
+
+// in-lane 4x4 transpose of dwords: o[k] half h = (y[0] dword k, y[1] dword k, y[2] dword k, y[3] dword k) of half h
+inline void transpose4x4_halves(const __m256i (&y)[4], __m256i * o) {
+    const __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]); // y0k0 y1k0 y0k1 y1k1
+    const __m256i t1 = _mm256_unpackhi_epi32(y[0], y[1]); // y0k2 y1k2 y0k3 y1k3
+    const __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]);
+    const __m256i t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+    _mm256_store_si256(o + 0, _mm256_unpacklo_epi64(t0, t2));
+    _mm256_store_si256(o + 1, _mm256_unpackhi_epi64(t0, t2));
+    _mm256_store_si256(o + 2, _mm256_unpacklo_epi64(t1, t3));
+    _mm256_store_si256(o + 3, _mm256_unpackhi_epi64(t1, t3));
+}
+
+template <class B> inline void panel_scales(const B * const * rows, int64_t b, float * dst) {
+    alignas(16) ggml_fp16_t h[8];
+    for (int r = 0; r < 8; ++r) h[r] = rows[r][b].d;
+    _mm256_store_ps(dst, _mm256_cvtph_ps(_mm_load_si128((const __m128i *) h)));
+}
+
+// Q4_0's repacked activation rows: q8_pack_common's layout followed by 8 * (sum of the block's
+// quants) per block as int32 (64-byte aligned). Q8_0's panels read q8_pack_common's rows as they are.
+inline const int32_t * pact_off(const char * row, int64_t nblk) {
+    return (const int32_t *) (row + ACT_HDR + nblk * 32 + align64((size_t) nblk * 4));
+}
+
+size_t q4_0_pact_bytes(int64_t K) { return q8_act_bytes(K) + align64((size_t) (K / 32) * 4); }
+
+void q4_0_pact_repack(const void * blocks, void * row, int64_t K) {
+    const block_q8_0 * xb   = (const block_q8_0 *) blocks;
+    const int64_t      nblk = K / QK8_0;
+    q8_pack_common(xb, nblk, (char *) row);
+    int32_t * off = (int32_t *) pact_off((const char *) row, nblk);
+    for (int64_t b = 0; b < nblk; ++b) {
+        int32_t s = 0;
+        for (int i = 0; i < 32; ++i) s += xb[b].qs[i];
+        off[b] = 8 * s;
+    }
+}
+
+inline int32_t load_i32(const void * p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 
 // Exact for every byte pair (vpmaddwd on sign-extended int16): the tiles whose activation rows
-// hold a -128 (never written by the reference quantizer) come here.
+// hold a -128 (never written by the reference quantizer) come here, one dot product at a time.
 float q8_0_dot_exact(int64_t nblk, const block_q8_0 * wb, const char * xrow) {
     const int8_t * qs  = act_qs(xrow);
     const float *  d   = act_d(xrow, nblk);
@@ -147,50 +237,203 @@ float q8_0_dot_exact(int64_t nblk, const block_q8_0 * wb, const char * xrow) {
     return hsum(acc);
 }
 
-inline bool any_m128(const char * x, size_t xs, int C) {
-    int32_t any = 0;
-    for (int c = 0; c < C; ++c) {
-        int32_t f;
-        memcpy(&f, x + c * xs, sizeof f);
-        any |= f;
-    }
-    return any != 0;
-}
+// per block and sub-panel i (rows 8i .. 8i + 7): for each step s (elements 4s .. 4s + 3 of the 8
+// rows) the vector of |w| then the vector of w, then the R vectors of 8 d_w
+template <int R> struct panel_q8_0 {
+    static constexpr int    ROWS = 8 * R;
+    static constexpr size_t BLK  = R * (16 * 32 + 32);
+    static constexpr int    TC   = QMM2_PANEL_Q8_0_TC;
+    static constexpr bool   HAS_EXACT = true;
 
-template <int R, int C>
-void tile_q8_0(int64_t nblk, const char * w, size_t ws, const char * x, size_t xs, float * out, size_t ldo) {
-    if (any_m128(x, xs, C)) {
-        for (int c = 0; c < C; ++c)
-            for (int r = 0; r < R; ++r) out[c * ldo + r] = q8_0_dot_exact(nblk, (const block_q8_0 *) (w + r * ws), x + c * xs);
-        return;
-    }
-    __m256 acc[R][C];
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t b = 0; b < nblk; ++b) {
-        __m256i        aw[R];
-        __m256         dw[R];
-        const int8_t * wq[R];
-        for (int r = 0; r < R; ++r) {
-            const block_q8_0 * blk = (const block_q8_0 *) (w + r * ws) + b;
-            wq[r]                  = blk->qs;
-            aw[r]                  = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *) wq[r]));
-            dw[r]                  = _mm256_set1_ps(h2f(blk->d));
-        }
-        for (int c = 0; c < C; ++c) {
-            const char *  xr = x + c * xs;
-            const __m256i a  = _mm256_load_si256((const __m256i *) (act_qs(xr) + 32 * b));
-            const __m256  da = _mm256_broadcast_ss(act_d(xr, nblk) + b);
-            for (int r = 0; r < R; ++r) {
-                const __m256i t = _mm256_sign_epi8(a, _mm256_loadu_si256((const __m256i *) wq[r]));
-                const __m256i i = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], t), ones);
-                acc[r][c]       = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(dw[r], da), acc[r][c]);
+    static void pack(const block_q8_0 * const (&rows)[ROWS], int64_t nblk, char * dst) {
+        for (int64_t b = 0; b < nblk; ++b) {
+            for (int i = 0; i < R; ++i) {
+                __m256i *                  o  = (__m256i *) (dst + b * BLK) + 16 * i;
+                const block_q8_0 * const * rr = rows + 8 * i;
+                for (int h = 0; h < 2; ++h) { // elements 16h .. 16h + 15 of rows r (half 0) and r + 4 (half 1)
+                    __m256i y[4], t[4];
+                    for (int r = 0; r < 4; ++r)
+                        y[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *) (rr[r][b].qs + 16 * h))),
+                                                       _mm_loadu_si128((const __m128i *) (rr[r + 4][b].qs + 16 * h)), 1);
+                    transpose4x4_halves(y, t);
+                    for (int k = 0; k < 4; ++k) {
+                        const __m256i v = _mm256_load_si256(t + k);
+                        _mm256_store_si256(o + 2 * (4 * h + k), _mm256_abs_epi8(v));
+                        _mm256_store_si256(o + 2 * (4 * h + k) + 1, v);
+                    }
+                }
+                panel_scales(rr, b, (float *) (dst + b * BLK + R * 16 * 32) + 8 * i);
             }
         }
     }
-    for (int c = 0; c < C; ++c)
-        for (int r = 0; r < R; ++r) out[c * ldo + r] = hsum(acc[r][c]);
+
+    // vpmaddubsw(|w|, sign(a, w)): exact unless an activation byte is -128 (see the top), which
+    // entry_panels rules out for the C rows before calling this
+    template <int C> static void cols(int64_t nblk, const char * p, const char * x, size_t xs, __m256 (&acc)[R][C]) {
+        const int8_t * aq[C];
+        const float *  ad[C];
+        for (int c = 0; c < C; ++c) {
+            aq[c] = act_qs(x + c * xs);
+            ad[c] = act_d(x + c * xs, nblk);
+            for (int i = 0; i < R; ++i) acc[i][c] = _mm256_setzero_ps();
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int64_t b = 0; b < nblk; ++b) {
+            const __m256i * wv = (const __m256i *) (p + b * BLK);
+            __m256i         is[R][C];
+            for (int i = 0; i < R; ++i)
+                for (int c = 0; c < C; ++c) is[i][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; ++s) {
+                __m256i aw[R];
+                for (int i = 0; i < R; ++i) aw[i] = _mm256_load_si256(wv + 16 * i + 2 * s);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i a = _mm256_set1_epi32(load_i32(aq[c] + 32 * b + 4 * s));
+                    for (int i = 0; i < R; ++i) {
+                        const __m256i t = _mm256_sign_epi8(a, _mm256_load_si256(wv + 16 * i + 2 * s + 1));
+                        is[i][c]        = _mm256_add_epi32(is[i][c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw[i], t), ones));
+                        keep_in_register(is[i][c]); // one running sum each, not a tree of spilled products
+                    }
+                }
+            }
+            for (int c = 0; c < C; ++c) {
+                const __m256 da = _mm256_broadcast_ss(ad[c] + b);
+                for (int i = 0; i < R; ++i)
+                    acc[i][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i][c]), _mm256_mul_ps(_mm256_load_ps((const float *) (wv + 16 * R) + 8 * i), da),
+                                                acc[i][c]);
+            }
+        }
+    }
+
+    // a tile whose activation rows hold a -128: the exact dot products, from the original rows
+    static void exact(int64_t nblk, const block_q8_0 * const (&rows)[ROWS], int pr, const char * x, size_t xs, int cc, float * out, size_t ldo) {
+        for (int c = 0; c < cc; ++c)
+            for (int r = 0; r < pr; ++r) out[c * ldo + r] = q8_0_dot_exact(nblk, rows[r], x + c * xs);
+    }
+};
+
+// per block and sub-panel i: 8 vectors of byte quads (vector s = elements 4s .. 4s + 3 of the 8
+// rows), then the R vectors of 8 d_w
+template <int R> struct panel_q4_0 {
+    static constexpr int    ROWS = 8 * R;
+    static constexpr size_t BLK  = R * (8 * 32 + 32);
+    static constexpr int    TC   = QMM2_PANEL_Q4_0_TC;
+    static constexpr bool   HAS_EXACT = false; // exact for every byte
+
+    static void pack(const block_q4_0 * const (&rows)[ROWS], int64_t nblk, char * dst) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        for (int64_t b = 0; b < nblk; ++b) {
+            for (int i = 0; i < R; ++i) {
+                __m256i *                  o  = (__m256i *) (dst + b * BLK) + 8 * i;
+                const block_q4_0 * const * rr = rows + 8 * i;
+                __m256i                    lo[4], hi[4]; // elements 0..15 (low nibbles) and 16..31 (high) of rows r | r + 4
+                for (int r = 0; r < 4; ++r) {
+                    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *) rr[r][b].qs)),
+                                                              _mm_loadu_si128((const __m128i *) rr[r + 4][b].qs), 1);
+                    lo[r] = _mm256_and_si256(v, m4);
+                    hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                }
+                transpose4x4_halves(lo, o);
+                transpose4x4_halves(hi, o + 4);
+                panel_scales(rr, b, (float *) (dst + b * BLK + R * 8 * 32) + 8 * i);
+            }
+        }
+    }
+
+    template <int C> static void cols(int64_t nblk, const char * p, const char * x, size_t xs, __m256 (&acc)[R][C]) {
+        const int8_t *  aq[C];
+        const float *   ad[C];
+        const int32_t * ao[C];
+        for (int c = 0; c < C; ++c) {
+            aq[c] = act_qs(x + c * xs);
+            ad[c] = act_d(x + c * xs, nblk);
+            ao[c] = pact_off(x + c * xs, nblk);
+            for (int i = 0; i < R; ++i) acc[i][c] = _mm256_setzero_ps();
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int64_t b = 0; b < nblk; ++b) {
+            const __m256i * wv = (const __m256i *) (p + b * BLK);
+            __m256i         p16[R][C];
+            for (int i = 0; i < R; ++i)
+                for (int c = 0; c < C; ++c) p16[i][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; ++s) {
+                __m256i w[R];
+                for (int i = 0; i < R; ++i) w[i] = _mm256_load_si256(wv + 8 * i + s);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i a = _mm256_set1_epi32(load_i32(aq[c] + 32 * b + 4 * s));
+                    for (int i = 0; i < R; ++i) {
+                        p16[i][c] = _mm256_add_epi16(p16[i][c], _mm256_maddubs_epi16(w[i], a));
+                        keep_in_register(p16[i][c]);
+                    }
+                }
+            }
+            for (int c = 0; c < C; ++c) {
+                const __m256  da  = _mm256_broadcast_ss(ad[c] + b);
+                const __m256i off = _mm256_set1_epi32(ao[c][b]);
+                for (int i = 0; i < R; ++i) {
+                    const __m256i v = _mm256_sub_epi32(_mm256_madd_epi16(p16[i][c], ones), off);
+                    acc[i][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(_mm256_load_ps((const float *) (wv + 8 * R) + 8 * i), da), acc[i][c]);
+                }
+            }
+        }
+    }
+};
+
+// C activation rows against the packed panel; lane j of acc[i][c] is weight row 8i + j
+template <class P, int C>
+void panel_cols(int cc, int64_t nblk, const char * p, const char * x, size_t xs, float * out, size_t ldo, int pr) {
+    if constexpr (C > 1) {
+        if (cc < C) return panel_cols<P, C - 1>(cc, nblk, p, x, xs, out, ldo, pr);
+    }
+    constexpr int R = P::ROWS / 8;
+    __m256        acc[R][C];
+    P::template cols<C>(nblk, p, x, xs, acc);
+    for (int c = 0; c < C; ++c) {
+        if (pr == P::ROWS) {
+            for (int i = 0; i < R; ++i) _mm256_storeu_ps(out + c * ldo + 8 * i, acc[i][c]);
+        } else {
+            alignas(32) float t[P::ROWS];
+            for (int i = 0; i < R; ++i) _mm256_store_ps(t + 8 * i, acc[i][c]);
+            for (int r = 0; r < pr; ++r) out[c * ldo + r] = t[r];
+        }
+    }
+}
+
+// header word 0 of the C repacked activation rows (q8_pack_common): some quant is -128
+inline bool any_m128(const char * x, size_t xs, int C) {
+    int32_t any = 0;
+    for (int c = 0; c < C; ++c) any |= load_i32(x + c * xs);
+    return any != 0;
+}
+
+template <class P, class B> void entry_panels(int64_t K, const char * w, size_t ws, int nr, const char * x, size_t xs, int nc, float * out,
+                                              size_t ldo) {
+    const int64_t nblk = K / 32;
+    char *        buf  = panel_scratch((size_t) nblk * P::BLK);
+    for (int r0 = 0; r0 < nr; r0 += P::ROWS) {
+        const int pr = nr - r0 < P::ROWS ? nr - r0 : P::ROWS;
+        const B * rows[P::ROWS];
+        for (int r = 0; r < P::ROWS; ++r) rows[r] = (const B *) (w + (r0 + (r < pr ? r : 0)) * ws); // missing rows: row 0 again, not stored
+        P::pack(rows, nblk, buf);
+        for (int c0 = 0; c0 < nc; c0 += P::TC) {
+            const int cc = nc - c0 < P::TC ? nc - c0 : P::TC;
+            if constexpr (P::HAS_EXACT) {
+                if (any_m128(x + c0 * xs, xs, cc)) {
+                    P::exact(nblk, rows, pr, x + c0 * xs, xs, cc, out + c0 * ldo + r0, ldo);
+                    continue;
+                }
+            }
+            panel_cols<P, P::TC>(cc, nblk, buf, x + c0 * xs, xs, out + c0 * ldo + r0, ldo, pr);
+        }
+    }
+}
+
+void entry_q8_0(int64_t K, const char * w, size_t ws, int nr, const char * x, size_t xs, int nc, float * out, size_t ldo) {
+    entry_panels<panel_q8_0<QMM2_PANEL_Q8_0_R>, block_q8_0>(K, w, ws, nr, x, xs, nc, out, ldo);
+}
+void entry_q4_0(int64_t K, const char * w, size_t ws, int nr, const char * x, size_t xs, int nc, float * out, size_t ldo) {
+    entry_panels<panel_q4_0<QMM2_PANEL_Q4_0_R>, block_q4_0>(K, w, ws, nr, x, xs, nc, out, ldo);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,9 +526,6 @@ void tile_affine(int64_t nblk, const char * w, size_t ws, const char * x, size_t
     }
 }
 
-template <int R, int C> void tile_q4_0(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * o, size_t l) {
-    tile_sym<R, C, block_q4_0, false, 8>(n, w, ws, x, xs, o, l);
-}
 template <int R, int C> void tile_q5_0(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * o, size_t l) {
     tile_sym<R, C, block_q5_0, true, 16>(n, w, ws, x, xs, o, l);
 }
@@ -469,8 +709,10 @@ void tile_q6_K(int64_t nblk, const char * w, size_t ws, const char * x, size_t x
             }
             for (int c = 0; c < C; ++c) {
                 const __m256i a = _mm256_loadu_si256((const __m256i *) (xb[c]->qs + 32 * idx));
-                for (int r = 0; r < R; ++r)
+                for (int r = 0; r < R; ++r) {
                     isum[r][c] = _mm256_add_epi32(isum[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], a), sc[r]));
+                    keep_in_register(isum[r][c]);
+                }
             }
         }
         for (int r = 0; r < R; ++r) {
@@ -532,8 +774,6 @@ template <typename T> void run_tiles(int64_t K, const char * w, size_t ws, int n
                    size_t ldo) {                                                                                   \
         run_tiles<kern_##T>(K, w, ws, nr, x, xs, nc, out, ldo);                                                    \
     }
-QDOT2_KERNEL(q8_0, QK8_0, QMM2_Q8_0_TR, QMM2_Q8_0_TC)
-QDOT2_KERNEL(q4_0, QK4_0, QMM2_Q4_0_TR, QMM2_Q4_0_TC)
 QDOT2_KERNEL(q5_0, QK5_0, QMM2_Q4_0_TR, QMM2_Q4_0_TC)
 QDOT2_KERNEL(q4_1, QK4_1, QMM2_Q4_0_TR, QMM2_Q4_0_TC)
 QDOT2_KERNEL(q5_1, QK5_1, QMM2_Q4_0_TR, QMM2_Q4_0_TC)
@@ -542,7 +782,7 @@ QDOT2_KERNEL(q5_K, QK_K, QMM2_K_TR, QMM2_K_TC)
 QDOT2_KERNEL(q6_K, QK_K, QMM2_Q6_K_TR, QMM2_Q6_K_TC)
 
 const ggml_quant_dot_fast k_avx2_q8_0 = {"avx2 q8_0", entry_q8_0, q8_act_bytes, q8_0_act_repack};
-const ggml_quant_dot_fast k_avx2_q4_0 = {"avx2 q4_0", entry_q4_0, q8_act_bytes, q8_0_act_repack};
+const ggml_quant_dot_fast k_avx2_q4_0 = {"avx2 q4_0", entry_q4_0, q4_0_pact_bytes, q4_0_pact_repack};
 const ggml_quant_dot_fast k_avx2_q5_0 = {"avx2 q5_0", entry_q5_0, q8_act_bytes, q8_0_act_repack};
 const ggml_quant_dot_fast k_avx2_q4_1 = {"avx2 q4_1", entry_q4_1, q8_1_act_bytes, q8_1_act_repack};
 const ggml_quant_dot_fast k_avx2_q5_1 = {"avx2 q5_1", entry_q5_1, q8_1_act_bytes, q8_1_act_repack};
