@@ -481,11 +481,12 @@ int calibrate(ggml_backend_t backend, const options & o) {
            ggml_cpu_model_name(), vendor, family_id, model, (int) bf16, (int) amx, ggml_backend_cpu_get_n_threads(backend),
            ggml_cpu_kernel_table_row());
     printf("calibrate: kernel-table row for this CPU (ggml/src/ggml-cpu/kernel-choice.cpp, k_table):\n");
-    // mul_mat_quant is not timed here: vnni (integer dot products) wherever AVX512-VNNI exists; the
+    // mul_mat_quant is not timed here: the integer tiles (enum `vnni`, reported "tiles") wherever a
+    // level has them (avx2 and up); the
     // plain rows of bench-ops show its rate against our F32 GEMM
     printf("    {\"%s\", \"%s\", 0x%x, %s, %d, {ggml_cpu_kernel::%s, ggml_cpu_kernel::%s, ggml_cpu_kernel::%s}},\n",
            ggml_cpu_model_name(), vendor, family_id, bf16 ? "true" : "false", (int) amx, fams[0].chosen.c_str(),
-           fams[1].chosen.c_str(), ggml_cpu_has_avx512_vnni() ? "vnni" : "vecdot");
+           fams[1].chosen.c_str(), ggml_cpu_isa_can_use("avx2") ? "vnni" : "vecdot");
     return 0;
 }
 
