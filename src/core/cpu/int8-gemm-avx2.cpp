@@ -47,15 +47,6 @@ constexpr int     NP = 16;      // channels per micro-panel (2 vectors of 8)
 constexpr int     NC = 6 * NP;  // channels per work unit (see the blocking note above)
 constexpr int64_t KC = 2048;    // largest k-block (k values; a multiple of 16)
 
-inline float epilogue(int32_t acc, float sx, const gemm_problem & p, const float * res, int64_t o) {
-    float y = (float) acc * sx;
-    if (p.w_scale) y = y * p.w_scale[o];
-    if (p.bias) y = y + p.bias[o];
-    if (p.gate) y = y * p.gate[o];
-    if (res) y = res[o] + y;
-    return y;
-}
-
 struct ukernel_args {
     const int16_t * a;      // first tile row, widened; row r at a + r * lda, k pairs as dwords
     int64_t         lda;    // int16 elements
@@ -281,23 +272,7 @@ thread_buffers * buffers() {
     return &b;
 }
 
-// Rows [r0, r1) x channels [n0, n1) the plain way (a thread that could not get its buffers).
-void unit_scalar(const gemm_problem & p, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
-    for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t o = n0; o < n1; ++o) {
-            const int8_t * a   = p.a + r * p.lda;
-            const int8_t * w   = p.w + o * p.K;
-            int32_t        acc = 0;
-            for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
-            p.y[r * p.N + o] = epilogue(acc, p.a_scale[r], p, p.residual ? p.residual + r * p.N : nullptr, o);
-        }
-    }
-}
 
-inline void share(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {
-    begin = n * ith / nth;
-    end   = n * (ith + 1) / nth;
-}
 
 } // namespace
 
@@ -315,7 +290,7 @@ SD_AVX2_TARGET bool gemm_avx2(const gemm_problem & p, int ith, int nth, const ab
     const int64_t n_units = n_nb * n_mb;
     thread_buffers * tb   = buffers();
     int64_t          u0, u1;
-    share(n_units, ith, nth, u0, u1);
+    thread_share(n_units, ith, nth, u0, u1);
     for (int64_t i = u0;; ++i) {
         const int64_t u = p.next_unit ? p.next_unit->fetch_add(1, std::memory_order_relaxed) : i;
         if (u >= (p.next_unit ? n_units : u1)) break;
@@ -324,7 +299,7 @@ SD_AVX2_TARGET bool gemm_avx2(const gemm_problem & p, int ith, int nth, const ab
         const int64_t r0 = std::min(p.rows, mb * MB), r1 = std::min(p.rows, r0 + MB);
         if (!tb) {
             if (stop()) return false;
-            unit_scalar(p, r0, r1, n0, n0 + nch);
+            gemm_rows_scalar(p, r0, r1, n0, n0 + nch);
             continue;
         }
         const int n_panels = (int) ((nch + NP - 1) / NP);

@@ -24,32 +24,24 @@
 
 namespace sd_int8 {
 
-namespace {
-
-// res is the residual row (or NULL)
-inline float epilogue(int32_t acc, float sx, const gemm_problem & p, const float * res, int64_t o) {
-    float y = (float) acc * sx;
-    if (p.w_scale) y = y * p.w_scale[o];
-    if (p.bias) y = y + p.bias[o];
-    if (p.gate) y = y * p.gate[o];
-    if (res) y = res[o] + y;
-    return y;
+void gemm_rows_scalar(const gemm_problem & p, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t o = n0; o < n1; ++o) {
+            const int8_t * a   = p.a + r * p.lda;
+            const int8_t * w   = p.w + o * p.K;
+            int32_t        acc = 0;
+            for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
+            p.y[r * p.N + o] = gemm_epilogue(acc, p.a_scale[r], p, p.residual ? p.residual + r * p.N : nullptr, o);
+        }
+    }
 }
-
-// Contiguous share [begin, end) of n units for thread ith of nth.
-inline void share(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {
-    begin = n * ith / nth;
-    end   = n * (ith + 1) / nth;
-}
-
-} // namespace
 
 bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop) {
     // rows x (blocks of 64 channels), split across threads; poll once per unit
     const int64_t NB = 64;
     const int64_t nb = (p.N + NB - 1) / NB;
     int64_t       u0, u1;
-    share(p.rows * nb, ith, nth, u0, u1);
+    thread_share(p.rows * nb, ith, nth, u0, u1);
     for (int64_t u = u0; u < u1; ++u) {
         if (((u - u0) & 15) == 0 && stop()) return false;
         const int64_t  r  = u / nb;
@@ -61,7 +53,7 @@ bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & 
             const int8_t * w   = p.w + o * p.K;
             int32_t        acc = 0;
             for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
-            y[o] = epilogue(acc, p.a_scale[r], p, rs, o);
+            y[o] = gemm_epilogue(acc, p.a_scale[r], p, rs, o);
         }
     }
     return true;
@@ -281,18 +273,6 @@ uint8_t * pack_buffer() {
     return buf ? (uint8_t *) (((uintptr_t) buf.get() + 63) & ~(uintptr_t) 63) : nullptr;
 }
 
-// Rows [r0, r1) x channels [n0, n1) the plain way (a thread that could not get its pack buffer).
-void unit_scalar(const gemm_problem & p, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
-    for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t o = n0; o < n1; ++o) {
-            const int8_t * a   = p.a + r * p.lda;
-            const int8_t * w   = p.w + o * p.K;
-            int32_t        acc = 0;
-            for (int64_t k = 0; k < p.K; ++k) acc += (int32_t) a[k] * (int32_t) w[k];
-            p.y[r * p.N + o] = epilogue(acc, p.a_scale[r], p, p.residual ? p.residual + r * p.N : nullptr, o);
-        }
-    }
-}
 } // namespace
 
 bool gemm_vnni_splits_k(int64_t K) { return pad_up(K, 4) > KC; }
@@ -314,7 +294,7 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
     const int64_t n_units = n_nb * n_mb;
     uint8_t *     wbuf    = pack_buffer();
     int64_t       u0, u1;
-    share(n_units, ith, nth, u0, u1);
+    thread_share(n_units, ith, nth, u0, u1);
     for (int64_t i = u0;; ++i) {
         const int64_t u = p.next_unit ? p.next_unit->fetch_add(1, std::memory_order_relaxed) : i;
         if (u >= (p.next_unit ? n_units : u1)) break;
@@ -323,7 +303,7 @@ SD_VNNI_TARGET bool gemm_vnni(const gemm_problem & p, int ith, int nth, const ab
         const int64_t r0 = std::min(p.rows, mb * MB), r1 = std::min(p.rows, r0 + MB);
         if (!wbuf) {
             if (stop()) return false;
-            unit_scalar(p, r0, r1, n0, n0 + nch);
+            gemm_rows_scalar(p, r0, r1, n0, n0 + nch);
             continue;
         }
         const int     nv  = (int) ((nch + 15) / 16);

@@ -123,6 +123,27 @@ inline int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->
 // scales in whole K-byte rows.
 inline int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
 
+// The scalar epilogue every GEMM path rounds like (res: the residual row or NULL): each step
+// separately, in the order of the comment above gemm_problem.
+inline float gemm_epilogue(int32_t acc, float sx, const gemm_problem & p, const float * res, int64_t o) {
+    float y = (float) acc * sx;
+    if (p.w_scale) y = y * p.w_scale[o];
+    if (p.bias) y = y + p.bias[o];
+    if (p.gate) y = y * p.gate[o];
+    if (res) y = res[o] + y;
+    return y;
+}
+
+// Contiguous share [begin, end) of n units for thread ith of nth.
+inline void thread_share(int64_t n, int ith, int nth, int64_t & begin, int64_t & end) {
+    begin = n * ith / nth;
+    end   = n * (ith + 1) / nth;
+}
+
+// Rows [r0, r1) x channels [n0, n1) with plain int32 dot products and gemm_epilogue: what a SIMD
+// path's thread does with a unit when it could not get its pack buffers (int8-gemm.cpp).
+void gemm_rows_scalar(const gemm_problem & p, int64_t r0, int64_t r1, int64_t n0, int64_t n1);
+
 // Each thread ith of nth computes its share; returns false if aborted.
 bool gemm_portable(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
 bool gemm_avx2(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
