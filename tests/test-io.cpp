@@ -702,7 +702,9 @@ TEST(IoComfyInt8, PerTensorScalarScale) {
     expect_module_error(two, {"'m.weight_scale'", "[2]", "one per output row"});
     int8_module_spec sq;
     sq.scale_shape = {2, 2};
-    expect_module_error(sq, {"'m.weight_scale'", "[2,2]"});
+    // the message lists every accepted shape (out = 4)
+    expect_module_error(sq, {"'m.weight_scale'", "[2,2]", "[], [1], [1,1]", "all 1", "[4], [4,1], [1,4]",
+                             "one dimension 4 and the others 1"});
     int8_module_spec zero;
     zero.scale_shape = {};
     zero.scales      = {0.0f};
@@ -781,10 +783,7 @@ TEST(IoComfyInt8, HeaderQuantizationMetadata) {
 
 TEST(IoComfyInt8, RejectsWhatItDoesNotUnderstand) {
     const std::pair<std::string, const char *> cases[] = {
-        {"{\"format\":\"int8_tensorwise\",\"transposed\":true}", "unknown comfy_quant key \"transposed\""},
-        {"{\"format\":\"int8_tensorwise\",\"group_size\":128}", "unknown comfy_quant key \"group_size\""},
         {"{\"format\":\"int8_tensorwise\",\"params\":[1]}", "\"params\" must be an object"},
-        {"{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":true,\"hadamard\":\"sylvester\"}}", "unknown key \"hadamard\" in comfy_quant \"params\""},
         {"{\"format\":\"int8_tensorwise\",\"convrot\":true,\"params\":{\"convrot\":false}}", "\"convrot\" is given both"},
         {"{\"format\":\"int8_tensorwise\",\"convrot\":true,\"convrot_groupsize\":4,\"params\":{\"convrot_groupsize\":16}}", "\"convrot_groupsize\" is given both"},
         {"{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":\"yes\"}}", "\"convrot\" must be true or false"},
@@ -794,7 +793,7 @@ TEST(IoComfyInt8, RejectsWhatItDoesNotUnderstand) {
         {"{\"format\":\"int8_tensorwise\",\"per_row\":\"yes\"}", "\"per_row\" must be true or false"},
         {"{\"format\":\"int8_tensorwise\",\"orig_dtype\":5}", "\"orig_dtype\" must be a string"},
         {"{\"format\":\"int8_tensorwise\",\"orig_shape\":[16,4]}", "\"orig_shape\" must be [4, 16]"},
-        {"{\"format\":\"int8_blockwise\",\"group_size\":128}", "unknown comfy_quant key \"group_size\""},
+        {"{\"format\":\"int8_blockwise\",\"group_size\":128}", "unsupported comfy_quant format \"int8_blockwise\""},
         {"{\"format\":\"convrot_w4a4\"}", "unsupported comfy_quant format \"convrot_w4a4\""},
         {"[\"int8_tensorwise\"]", "not an object"},
     };
@@ -810,6 +809,38 @@ TEST(IoComfyInt8, RejectsWhatItDoesNotUnderstand) {
     sdio::linear_module m = expect_module(ok);
     EXPECT_TRUE(m.full_precision_mm);
     EXPECT_FALSE(m.convrot);
+    EXPECT_TRUE(m.warnings.empty());
+}
+
+// Files from other tools carry keys ComfyUI does not read; ComfyUI ignores them, so do we, with
+// a warning naming each key (and the tensor), while the keys that decide the layout still apply.
+TEST(IoComfyInt8, UnknownComfyQuantKeysAreWarningsNamingThem) {
+    const std::pair<std::string, std::vector<const char *>> cases[] = {
+        {"{\"format\":\"int8_tensorwise\",\"transposed\":true}", {"unknown comfy_quant key \"transposed\""}},
+        {"{\"format\":\"int8_tensorwise\",\"group_size\":128,\"tool\":\"x\"}",
+         {"unknown comfy_quant key \"group_size\"", "unknown comfy_quant key \"tool\""}},
+        {"{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":true,\"convrot_groupsize\":4,\"hadamard\":\"sylvester\"}}",
+         {"unknown key \"hadamard\" in comfy_quant \"params\""}},
+    };
+    for (const auto & c : cases) {
+        int8_module_spec s;
+        s.comfy               = c.first;
+        sdio::linear_module m = expect_module(s);
+        ASSERT_EQ(m.warnings.size(), c.second.size()) << c.first;
+        for (size_t i = 0; i < c.second.size(); ++i) {
+            EXPECT_NE(m.warnings[i].find(c.second[i]), std::string::npos) << m.warnings[i];
+            EXPECT_NE(m.warnings[i].find("'m.comfy_quant'"), std::string::npos) << m.warnings[i];
+            EXPECT_NE(m.warnings[i].find("ignored"), std::string::npos) << m.warnings[i];
+        }
+    }
+    // the layout keys beside an unknown one still apply
+    int8_module_spec g;
+    g.comfy               = "{\"format\":\"int8_tensorwise\",\"params\":{\"convrot\":true,\"convrot_groupsize\":4,\"extra\":1}}";
+    sdio::linear_module m = expect_module(g);
+    EXPECT_TRUE(m.convrot);
+    EXPECT_EQ(m.group, 4);
+    ASSERT_EQ(m.warnings.size(), 1u);
+    EXPECT_NE(m.warnings[0].find("\"extra\""), std::string::npos) << m.warnings[0];
 }
 
 TEST(IoComfyInt8, RejectsNonFiniteFloatWeights) {

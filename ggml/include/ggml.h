@@ -14,6 +14,93 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> // as upstream: clients (and upstream's ggml-impl.h / gguf.h users) get FILE from here
+
+// ---------------------------------------------------------------------------------------------
+// Macros upstream's ggml.h defines for its clients and for its private headers. A client that
+// compiles upstream's ggml/src/ggml-impl.h against this ggml.h needs every one of them
+// (scripts/test-install.sh compiles the vendored sd.cpp copy of that header against the
+// installed package).
+
+#ifdef __GNUC__
+#define GGML_DEPRECATED(func, hint) func __attribute__((deprecated(hint)))
+#else
+#define GGML_DEPRECATED(func, hint) func
+#endif
+
+#ifndef __GNUC__
+#define GGML_ATTRIBUTE_FORMAT(...)
+#elif defined(__MINGW32__) && !defined(__clang__)
+#define GGML_ATTRIBUTE_FORMAT(...) __attribute__((format(gnu_printf, __VA_ARGS__)))
+#else
+#define GGML_ATTRIBUTE_FORMAT(...) __attribute__((format(printf, __VA_ARGS__)))
+#endif
+
+#ifdef __cplusplus
+#define GGML_NORETURN [[noreturn]]
+#else
+#define GGML_NORETURN _Noreturn
+#endif
+
+#ifndef NDEBUG
+#define GGML_UNREACHABLE()                                                                         \
+    do {                                                                                           \
+        fprintf(stderr, "statement should be unreachable\n");                                     \
+        abort();                                                                                   \
+    } while (0)
+#else
+#define GGML_UNREACHABLE() __builtin_unreachable()
+#endif
+
+// evaluates nothing; marks every listed variable used
+#define GGML_UNUSED_VARS(...)                                                                      \
+    do {                                                                                           \
+        (void) sizeof((__VA_ARGS__, 0));                                                           \
+    } while (0)
+
+#define GGML_FILE_MAGIC   0x67676d6c // "ggml"
+#define GGML_FILE_VERSION 2
+#define GGML_QNT_VERSION        2    // bump this on quantization format changes
+#define GGML_QNT_VERSION_FACTOR 1000 // do not change this
+#define GGML_MAX_PARAMS         2048
+
+// Local copies of a tensor's ne/nb (upstream's kernel-writing helpers, used by ggml-impl.h users)
+#define GGML_TENSOR_LOCALS_1(type, prefix, pointer, array)                                         \
+    const type prefix##0 = (pointer) ? (pointer)->array[0] : 0;                                    \
+    GGML_UNUSED(prefix##0);
+#define GGML_TENSOR_LOCALS_2(type, prefix, pointer, array)                                         \
+    GGML_TENSOR_LOCALS_1(type, prefix, pointer, array)                                             \
+    const type prefix##1 = (pointer) ? (pointer)->array[1] : 0;                                    \
+    GGML_UNUSED(prefix##1);
+#define GGML_TENSOR_LOCALS_3(type, prefix, pointer, array)                                         \
+    GGML_TENSOR_LOCALS_2(type, prefix, pointer, array)                                             \
+    const type prefix##2 = (pointer) ? (pointer)->array[2] : 0;                                    \
+    GGML_UNUSED(prefix##2);
+#define GGML_TENSOR_LOCALS(type, prefix, pointer, array)                                           \
+    GGML_TENSOR_LOCALS_3(type, prefix, pointer, array)                                             \
+    const type prefix##3 = (pointer) ? (pointer)->array[3] : 0;                                    \
+    GGML_UNUSED(prefix##3);
+#define GGML_TENSOR_UNARY_OP_LOCALS                                                                \
+    GGML_TENSOR_LOCALS(int64_t, ne0, src0, ne)                                                     \
+    GGML_TENSOR_LOCALS(size_t, nb0, src0, nb)                                                      \
+    GGML_TENSOR_LOCALS(int64_t, ne, dst, ne)                                                       \
+    GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+#define GGML_TENSOR_BINARY_OP_LOCALS                                                               \
+    GGML_TENSOR_LOCALS(int64_t, ne0, src0, ne)                                                     \
+    GGML_TENSOR_LOCALS(size_t, nb0, src0, nb)                                                      \
+    GGML_TENSOR_LOCALS(int64_t, ne1, src1, ne)                                                     \
+    GGML_TENSOR_LOCALS(size_t, nb1, src1, nb)                                                      \
+    GGML_TENSOR_LOCALS(int64_t, ne, dst, ne)                                                       \
+    GGML_TENSOR_LOCALS(size_t, nb, dst, nb)
+#define GGML_TENSOR_TERNARY_OP_LOCALS                                                              \
+    GGML_TENSOR_BINARY_OP_LOCALS                                                                   \
+    GGML_TENSOR_LOCALS(int64_t, ne2, src2, ne)                                                     \
+    GGML_TENSOR_LOCALS(size_t, nb2, src2, nb)
+#define GGML_TENSOR_BINARY_OP_LOCALS01                                                             \
+    GGML_TENSOR_LOCALS(int64_t, ne0, src0, ne)                                                     \
+    GGML_TENSOR_LOCALS(size_t, nb0, src0, nb)                                                      \
+    GGML_TENSOR_LOCALS(int64_t, ne1, src1, ne)                                                     \
+    GGML_TENSOR_LOCALS(size_t, nb1, src1, nb)
 
 #ifdef __cplusplus
 extern "C" {
@@ -563,6 +650,31 @@ GGML_API struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggm
                                            struct ggml_tensor * b);
 GGML_API void ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 
+// INT8 ConvRot linear (the declarations of stable-diffusion.cpp's pinned ggml, which its
+// ggml_extend.hpp calls). Both build nodes of the sd operators sd.quantize_i8_convrot.v1 and
+// sd.linear_i8.v1, which are part of this library (src/core, built into libggml): the first call
+// registers those operators and their CPU/Vulkan kernels on every device in the registry, so a
+// client needs no other set-up. Semantics (int8-convrot-facts.md; docs/architecture.md):
+//
+// ggml_quantize_i8_convrot: a F32 contiguous [K, rows...]; group_size a power of 4 dividing K
+// (1 = no rotation). Each row is rotated per group (normalised H4 Kronecker power: values * (1 /
+// sqrt(G)), then butterflies), s = max|row| / 127, q = clamp(round_half_even(v * (1/s)), +-127)
+// (0 when s is 0). Packs row-wise I8 activations followed by one F32 scale per row: one I8
+// tensor [K, pad4(rows) + ceil(4 rows / K)], rows of K bytes, zero rows up to pad4(rows), then
+// the rows' F32 scales at byte offset K * pad4(rows).
+//
+// ggml_mul_mat_i8_tensorwise: weight I8 [K, N] contiguous, one F32 scale per output row
+// (weight_scale [N], [1, N] or [N, 1], may be NULL = 1), bias F32 [N] or NULL. input: F32 [K,
+// rows...] (quantized as above with convrot_group_size; 0 or 1 = no rotation) or the packed
+// output of ggml_quantize_i8_convrot made with the same group size. Result F32 [N, rows...]
+// (the activation's row shape): y = ((float(sum_i q_x * q_w) * s_x) * s_w) + b, the integer sum
+// exact. Malformed arguments: NULL with the reason logged (ggml_ext_last_error()).
+GGML_API struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context * ctx, struct ggml_tensor * weight,
+                                                         struct ggml_tensor * input, struct ggml_tensor * weight_scale,
+                                                         struct ggml_tensor * bias, int convrot_group_size);
+GGML_API struct ggml_tensor * ggml_quantize_i8_convrot(struct ggml_context * ctx, struct ggml_tensor * a,
+                                                       int group_size);
+
 // Copies. cpy: converts a into b's memory, result is a view of b (must be in the graph).
 // cast: new tensor of `type`, src[1] is the result itself.
 GGML_API struct ggml_tensor * ggml_cpy(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
@@ -635,6 +747,13 @@ GGML_API struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, str
                                                   float logit_softcap);
 GGML_API void           ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
 GGML_API enum ggml_prec ggml_flash_attn_ext_get_prec(const struct ggml_tensor * a);
+
+// SageAttention (stable-diffusion.cpp's pinned ggml): q [D, Lq, H, N], k/v [D, Lk, Hkv, N] as for
+// ggml_flash_attn_ext, result F32 [D, H, Lq, N] = softmax(scale q k^T) v with quantized Q/K. Builds
+// an sd.sage_attn.v1 node; no backend here runs it yet (supports_op is false, so a scheduler
+// refuses the graph): ask ggml_backend_dev_supports_op first and fall back to flash attention.
+GGML_API struct ggml_tensor * ggml_sage_attn(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                             struct ggml_tensor * v, float scale, int mode);
 
 // Concatenate along dim (a's elements first).
 GGML_API struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,

@@ -151,6 +151,10 @@ GGML_API void gguf_set_tensor_data(struct gguf_context * ctx, const char * name,
 // gguf_get_meta_size bytes reserved, the tensor data written after them, and gguf_get_meta_data
 // written into the reserved bytes.
 GGML_API bool gguf_write_to_file(const struct gguf_context * ctx, const char * fname, bool only_meta);
+// the same bytes written to an open stream at its current position (upstream's API); the stream is
+// neither flushed nor closed. gguf_write_to_file replaces fname atomically (a temporary file next
+// to it, renamed into place when complete); this one writes where the caller points it.
+GGML_API bool gguf_write_to_file_ptr(const struct gguf_context * ctx, FILE * file, bool only_meta);
 
 // bytes of the meta data (header, key/value pairs, tensor infos) including the padding to the
 // data section

@@ -12,6 +12,7 @@
 #include "ggml-impl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
@@ -846,22 +847,24 @@ extern "C" void gguf_get_meta_data(const struct gguf_context * ctx, void * data)
     memcpy(data, m.data(), m.size());
 }
 
-extern "C" bool gguf_write_to_file(const struct gguf_context * ctx, const char * fname, bool only_meta) {
-    if (!only_meta) {
-        for (const gguf_tensor_info & t : ctx->info) {
-            uint64_t nb = 0;
-            tensor_nbytes(t.type, t.ne, nb);
-            if (nb > 0 && !t.data) {
-                GGML_LOG_ERROR("gguf_write_to_file: %s: tensor '%s' has no data (gguf_set_tensor_data)\n", fname, t.name.c_str());
-                return false;
-            }
+namespace {
+
+// Every tensor with bytes to write has data (gguf_set_tensor_data); `what` names the target.
+bool check_tensor_data(const gguf_context * ctx, const char * fn, const char * what) {
+    for (const gguf_tensor_info & t : ctx->info) {
+        uint64_t nb = 0;
+        tensor_nbytes(t.type, t.ne, nb);
+        if (nb > 0 && !t.data) {
+            GGML_LOG_ERROR("%s: %s: tensor '%s' has no data (gguf_set_tensor_data)\n", fn, what, t.name.c_str());
+            return false;
         }
     }
-    FILE * f = fopen(fname, "wb");
-    if (!f) {
-        GGML_LOG_ERROR("gguf_write_to_file: cannot create %s: %s\n", fname, strerror(errno));
-        return false;
-    }
+    return true;
+}
+
+// The file's bytes (meta data, then unless only_meta the tensor data in the info's offsets,
+// zero-padded to the alignment) appended to f at its current position. false on a write error.
+bool write_stream(const gguf_context * ctx, FILE * f, bool only_meta) {
     const std::vector<uint8_t> meta = build_meta(ctx);
     bool                       ok   = fwrite(meta.data(), 1, meta.size(), f) == meta.size();
     if (!only_meta) {
@@ -889,7 +892,78 @@ extern "C" bool gguf_write_to_file(const struct gguf_context * ctx, const char *
             }
         }
     }
+    return ok;
+}
+
+} // namespace
+
+// Atomic like every other writer of this project (src/io/atomic_file.cpp): the bytes go to a
+// temporary file next to fname, which replaces fname only once complete and flushed, so a failed
+// or interrupted write leaves the old file (or none) rather than a truncated one. A path that
+// exists but is not a regular file (a FIFO, /dev/stdout) cannot be replaced: it is written in
+// place, as upstream writes every path.
+extern "C" bool gguf_write_to_file(const struct gguf_context * ctx, const char * fname, bool only_meta) {
+    if (!only_meta && !check_tensor_data(ctx, "gguf_write_to_file", fname)) return false;
+    struct stat st;
+    const bool  special = stat(fname, &st) == 0 && !S_ISREG(st.st_mode);
+    if (special) {
+        FILE * f = fopen(fname, "wb");
+        if (!f) {
+            GGML_LOG_ERROR("gguf_write_to_file: cannot open %s: %s\n", fname, strerror(errno));
+            return false;
+        }
+        bool ok = write_stream(ctx, f, only_meta);
+        if (fclose(f) != 0) ok = false;
+        if (!ok) GGML_LOG_ERROR("gguf_write_to_file: writing %s failed\n", fname);
+        return ok;
+    }
+    // a fresh name next to fname, created with O_EXCL and mode 0666 so the umask applies as it
+    // would for fopen (mkstemp's 0600 would not); a replaced file keeps its own mode
+    static std::atomic<unsigned> counter{0};
+    std::string                  tmp;
+    int                          fd = -1;
+    for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+        tmp = std::string(fname) + ".tmp." + std::to_string((long) getpid()) + "." + std::to_string(counter++);
+        fd  = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        GGML_LOG_ERROR("gguf_write_to_file: cannot create %s: %s\n", tmp.c_str(), strerror(errno));
+        return false;
+    }
+    if (stat(fname, &st) == 0) (void) fchmod(fd, st.st_mode & 07777);
+    FILE * f = fdopen(fd, "wb");
+    if (!f) {
+        GGML_LOG_ERROR("gguf_write_to_file: cannot create %s: %s\n", fname, strerror(errno));
+        close(fd);
+        unlink(tmp.c_str());
+        return false;
+    }
+    bool ok = write_stream(ctx, f, only_meta);
+    ok      = fflush(f) == 0 && ok;
+    ok      = fsync(fileno(f)) == 0 && ok;
     if (fclose(f) != 0) ok = false;
-    if (!ok) GGML_LOG_ERROR("gguf_write_to_file: writing %s failed\n", fname);
+    if (ok && rename(tmp.c_str(), fname) != 0) {
+        GGML_LOG_ERROR("gguf_write_to_file: cannot rename %s to %s: %s\n", tmp.c_str(), fname, strerror(errno));
+        unlink(tmp.c_str());
+        return false;
+    }
+    if (!ok) {
+        GGML_LOG_ERROR("gguf_write_to_file: writing %s failed\n", fname);
+        unlink(tmp.c_str());
+    }
+    return ok;
+}
+
+// Upstream's FILE * writer: the same bytes as gguf_write_to_file, written at the stream's current
+// position. The caller owns the stream (not flushed or closed here, as upstream).
+extern "C" bool gguf_write_to_file_ptr(const struct gguf_context * ctx, FILE * file, bool only_meta) {
+    if (file == nullptr) {
+        GGML_LOG_ERROR("gguf_write_to_file_ptr: file is NULL\n");
+        return false;
+    }
+    if (!only_meta && !check_tensor_data(ctx, "gguf_write_to_file_ptr", "stream")) return false;
+    const bool ok = write_stream(ctx, file, only_meta);
+    if (!ok) GGML_LOG_ERROR("gguf_write_to_file_ptr: writing the stream failed\n");
     return ok;
 }

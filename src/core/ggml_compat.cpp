@@ -77,7 +77,13 @@ struct ggml_tensor * ggml_quantize_i8_convrot(struct ggml_context *, struct ggml
 }
 
 struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *,
-                                                struct ggml_tensor *, struct ggml_tensor *, int, struct ggml_tensor *) {
+                                                struct ggml_tensor *, struct ggml_tensor *, int) {
+    return unavailable(SD_OP_LINEAR_I8, INT8, INT8_HINT);
+}
+
+struct ggml_tensor * sd_mul_mat_i8_tensorwise_scaled(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *,
+                                                     struct ggml_tensor *, struct ggml_tensor *, int,
+                                                     struct ggml_tensor *) {
     return unavailable(SD_OP_LINEAR_I8, INT8, INT8_HINT);
 }
 

@@ -462,15 +462,34 @@ struct ggml_tensor * sd_rope_apply(struct ggml_context * ctx, struct ggml_tensor
     return create(ctx, sd_op_rope_apply(), src, 2, &a);
 }
 
+// The ggml.h entry points register the sd operators and every enabled backend's kernels on first
+// use (sd_ggml_register_extensions: once per device, thread-safe), so a client that links only
+// ggml (stable-diffusion.cpp) runs our kernels without calling anything else. A graph holding
+// these nodes was built through these functions, so its devices have the kernels before it is
+// scheduled or computed. A failed registration is logged there; the node is still built (a
+// device without the kernel then declines it, like any unsupported op).
+static void register_on_first_use() {
+    (void) sd_ggml_register_extensions();
+}
+
 struct ggml_tensor * ggml_quantize_i8_convrot(struct ggml_context * ctx, struct ggml_tensor * x, int group) {
+    register_on_first_use();
     sd_quantize_i8_attrs a{group};
     return create(ctx, sd_op_quantize_i8_convrot(), &x, 1, &a);
 }
 
 struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context * ctx, struct ggml_tensor * weight,
                                                 struct ggml_tensor * input, struct ggml_tensor * weight_scale,
-                                                struct ggml_tensor * bias, int convrot_group_size,
-                                                struct ggml_tensor * input_scale) {
+                                                struct ggml_tensor * bias, int convrot_group_size) {
+    register_on_first_use();
+    return linear_node(ctx, weight, input, weight_scale, bias, convrot_group_size, nullptr, -1);
+}
+
+struct ggml_tensor * sd_mul_mat_i8_tensorwise_scaled(struct ggml_context * ctx, struct ggml_tensor * weight,
+                                                     struct ggml_tensor * input, struct ggml_tensor * weight_scale,
+                                                     struct ggml_tensor * bias, int convrot_group_size,
+                                                     struct ggml_tensor * input_scale) {
+    register_on_first_use();
     return linear_node(ctx, weight, input, weight_scale, bias, convrot_group_size, input_scale, -1);
 }
 
@@ -479,12 +498,13 @@ struct ggml_tensor * ggml_ext_linear_i8_tensorwise(struct ggml_context * ctx, st
                                                    struct ggml_tensor * b, int convrot_group_size, float scale) {
     if (x == nullptr || w == nullptr) {
         // let the schema produce the message for the missing input
-        return ggml_mul_mat_i8_tensorwise(ctx, w, x, weight_scale, b, convrot_group_size, nullptr);
+        return ggml_mul_mat_i8_tensorwise(ctx, w, x, weight_scale, b, convrot_group_size);
     }
     const bool    scaled = scale != 1.0f;
     ggml_tensor * in     = x;
     // a pre-scale needs F32 activations: anything else is built as kind 0 so that infer rejects it
     if (scaled && x->type != GGML_TYPE_F32) {
+        register_on_first_use();
         return linear_node(ctx, w, x, weight_scale, nullptr, convrot_group_size, nullptr, SD_LINEAR_I8_INPUT_F32);
     }
     if (scaled) in = ggml_scale(ctx, x, scale);
@@ -495,8 +515,7 @@ struct ggml_tensor * ggml_ext_linear_i8_tensorwise(struct ggml_context * ctx, st
         if (!ggml_is_contiguous(in)) in = ggml_cont(ctx, in);
         in = ggml_reshape_2d(ctx, in, in->ne[0], rows_of(in));
     }
-    ggml_tensor * y = ggml_mul_mat_i8_tensorwise(ctx, w, in, weight_scale, scaled ? nullptr : b, convrot_group_size,
-                                                 nullptr);
+    ggml_tensor * y = ggml_mul_mat_i8_tensorwise(ctx, w, in, weight_scale, scaled ? nullptr : b, convrot_group_size);
     if (y == nullptr) return nullptr;
     if (flatten) y = ggml_reshape_4d(ctx, y, y->ne[0], x->ne[1], x->ne[2], x->ne[3]);
     if (scaled) {
@@ -508,6 +527,7 @@ struct ggml_tensor * ggml_ext_linear_i8_tensorwise(struct ggml_context * ctx, st
 
 struct ggml_tensor * ggml_sage_attn(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
                                     struct ggml_tensor * v, float scale, int mode) {
+    register_on_first_use();
     sd_sage_attn_attrs a{scale, mode};
     ggml_tensor *      src[3] = {q, k, v};
     return create(ctx, sd_op_sage_attn(), src, 3, &a);

@@ -31,10 +31,7 @@
 #endif
 
 #ifdef __cplusplus
-#define SD_DEFAULT_NULL = NULL
 extern "C" {
-#else
-#define SD_DEFAULT_NULL
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -180,14 +177,28 @@ SD_API const char * sd_cpu_node_kernel(ggml_backend_t cpu, const struct ggml_ten
 SD_API struct ggml_tensor * sd_rope_apply(struct ggml_context * ctx, struct ggml_tensor * x, struct ggml_tensor * pe,
                                             int mode);
 
+// ggml_quantize_i8_convrot, ggml_mul_mat_i8_tensorwise and ggml_sage_attn are declared by ggml.h
+// (stable-diffusion.cpp's pinned ggml has them there; ours implements them here and builds this
+// file into libggml, CMake target sd-ops). An upstream ggml lacks them: declared here for that
+// build, where ggml_compat.cpp defines them to fail.
+#ifdef SD_USE_UPSTREAM_GGML
 SD_API struct ggml_tensor * ggml_quantize_i8_convrot(struct ggml_context * ctx, struct ggml_tensor * x, int group);
-
-// input: F32 (kind 0), the output of ggml_quantize_i8_convrot (kind 1) or other I8 (kind 2, with
-// input_scale). weight_scale and bias may be NULL.
 SD_API struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context * ctx, struct ggml_tensor * weight,
                                                          struct ggml_tensor * input, struct ggml_tensor * weight_scale,
-                                                         struct ggml_tensor * bias, int convrot_group_size,
-                                                         struct ggml_tensor * input_scale SD_DEFAULT_NULL);
+                                                         struct ggml_tensor * bias, int convrot_group_size);
+SD_API struct ggml_tensor * ggml_sage_attn(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                             struct ggml_tensor * v, float scale, int mode);
+#endif
+
+// ggml_mul_mat_i8_tensorwise with the spec's third input kind: input F32 (kind 0), the output of
+// ggml_quantize_i8_convrot (kind 1) or other I8 (kind 2, with input_scale: one F32 per row).
+// weight_scale, bias and input_scale may be NULL. (C++ also reaches it as the 7-argument
+// overload of ggml_mul_mat_i8_tensorwise below.)
+SD_API struct ggml_tensor * sd_mul_mat_i8_tensorwise_scaled(struct ggml_context * ctx, struct ggml_tensor * weight,
+                                                              struct ggml_tensor * input,
+                                                              struct ggml_tensor * weight_scale,
+                                                              struct ggml_tensor * bias, int convrot_group_size,
+                                                              struct ggml_tensor * input_scale);
 
 // sd.cpp's Linear entry point: x F32 (or the packed ConvRot tensor when scale == 1). scale != 1
 // pre-scales x and divides the output by scale before adding the bias. Activations with
@@ -197,11 +208,19 @@ SD_API struct ggml_tensor * ggml_ext_linear_i8_tensorwise(struct ggml_context * 
                                                             struct ggml_tensor * b, int convrot_group_size,
                                                             float scale);
 
-SD_API struct ggml_tensor * ggml_sage_attn(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
-                                             struct ggml_tensor * v, float scale, int mode);
 SD_API struct ggml_tensor * ggml_sol_attn(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
                                             struct ggml_tensor * v, float scale, float tau);
 
 #ifdef __cplusplus
+}
+#endif
+
+#ifdef __cplusplus
+// The 7-argument form model code and tests use (a C++ overload beside ggml.h's C function).
+inline struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context * ctx, struct ggml_tensor * weight,
+                                                       struct ggml_tensor * input, struct ggml_tensor * weight_scale,
+                                                       struct ggml_tensor * bias, int convrot_group_size,
+                                                       struct ggml_tensor * input_scale) {
+    return sd_mul_mat_i8_tensorwise_scaled(ctx, weight, input, weight_scale, bias, convrot_group_size, input_scale);
 }
 #endif

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 // Tensor bytes are little-endian on disk and are copied to and from host floats with memcpy.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sdio assumes a little-endian host");
@@ -66,8 +68,9 @@ std::string describe(const quant_config & c) {
 // Keys of a comfy_quant object. ComfyUI's loader (comfy/ops.py, _load_quantized_module) reads
 // "format", "full_precision_matrix_mult", "convrot" and "convrot_groupsize", the last two either
 // at the top level or inside a "params" object (the top level wins there). The descriptive keys
-// are written by convert-to-quant and carry nothing ComfyUI uses. Anything else is refused: a
-// key we do not know may change the layout, and a misread layout computes garbage silently.
+// are written by convert-to-quant and carry nothing ComfyUI uses. Any other key is a warning
+// naming it, not a refusal: ComfyUI ignores keys it does not read, so files written by other tools
+// (extra bookkeeping keys) load there, and the keys that decide the layout are all read here.
 const char * const k_read_keys[]        = {"format", "convrot", "convrot_groupsize", "params", "full_precision_matrix_mult"};
 const char * const k_descriptive_keys[] = {"per_row", "scale_dtype", "orig_dtype", "orig_shape"};
 
@@ -106,16 +109,17 @@ const json::value * pick(const json::value & top, const json::value * params, co
 
 // Interprets one comfy_quant object (from the tensor or from the header) for a weight
 // [out, in]. why: the reason, without the tensor prefix.
-bool interpret_quant(const json::value & v, int64_t out, int64_t in, quant_config & cfg, std::string & why) {
+// warns: one line per unknown key (ignored, as ComfyUI ignores it).
+bool interpret_quant(const json::value & v, int64_t out, int64_t in, quant_config & cfg, std::string & why,
+                     std::vector<std::string> & warns) {
     cfg = quant_config();
     why.clear(); // pick() reports through it
     if (!v.is_object()) { why = "comfy_quant JSON is not an object"; return false; }
     for (const auto & kv : v.obj) {
         if (one_of(kv.first, k_read_keys) || one_of(kv.first, k_descriptive_keys)) continue;
-        why = "unknown comfy_quant key \"" + kv.first +
-              "\" (known: format, convrot, convrot_groupsize, params, full_precision_matrix_mult, per_row, scale_dtype, "
-              "orig_dtype, orig_shape; an unknown key may change the layout, so the module is refused)";
-        return false;
+        warns.push_back("unknown comfy_quant key \"" + kv.first +
+                        "\" ignored, as ComfyUI ignores it (read: format, convrot, convrot_groupsize, params, "
+                        "full_precision_matrix_mult; descriptive: per_row, scale_dtype, orig_dtype, orig_shape)");
     }
     const json::value * fmt = v.get("format");
     if (!fmt || !fmt->is_string()) { why = "comfy_quant has no string \"format\""; return false; }
@@ -130,8 +134,8 @@ bool interpret_quant(const json::value & v, int64_t out, int64_t in, quant_confi
         if (!params->is_object()) { why = "comfy_quant \"params\" must be an object"; return false; }
         for (const auto & kv : params->obj) {
             if (kv.first == "convrot" || kv.first == "convrot_groupsize") continue;
-            why = "unknown key \"" + kv.first + "\" in comfy_quant \"params\" (known: convrot, convrot_groupsize)";
-            return false;
+            warns.push_back("unknown key \"" + kv.first +
+                            "\" in comfy_quant \"params\" ignored, as ComfyUI ignores it (read: convrot, convrot_groupsize)");
         }
     }
     for (const char * k : {"full_precision_matrix_mult", "per_row"}) {
@@ -178,7 +182,8 @@ bool interpret_quant(const json::value & v, int64_t out, int64_t in, quant_confi
     return true;
 }
 
-bool parse_comfy_quant_tensor(const reader & r, const tensor_view & t, int64_t out, int64_t in, quant_config & cfg, std::string & err) {
+bool parse_comfy_quant_tensor(const reader & r, const tensor_view & t, int64_t out, int64_t in, quant_config & cfg, std::string & err,
+                              std::vector<std::string> & warns) {
     const std::string pre = where(r, t.name);
     if (t.dtype != "U8") { err = pre + "comfy_quant must be U8 (bytes of JSON), got " + t.dtype; return false; }
     if (t.nbytes > k_max_comfy_quant) {
@@ -190,9 +195,24 @@ bool parse_comfy_quant_tensor(const reader & r, const tensor_view & t, int64_t o
     json::value v;
     std::string jerr;
     if (!json::parse(text.data(), text.size(), v, jerr)) { err = pre + "comfy_quant is not valid JSON: " + jerr; return false; }
-    std::string why;
-    if (!interpret_quant(v, out, in, cfg, why)) { err = pre + why; return false; }
+    std::string              why;
+    std::vector<std::string> w;
+    if (!interpret_quant(v, out, in, cfg, why, w)) { err = pre + why; return false; }
+    for (const std::string & m : w) warns.push_back(pre + m);
     return true;
+}
+
+// Prints each warning once per process (a checkpoint repeats the same extra key in every module;
+// a line per module would bury everything else).
+void print_warnings_once(const std::vector<std::string> & warns) {
+    static std::mutex            mutex;
+    static std::set<std::string> seen;
+    std::lock_guard<std::mutex>  lock(mutex);
+    for (const std::string & w : warns) {
+        // the key, not the tensor, decides whether it is news: strip "<file>: tensor '<m>': "
+        const size_t k = w.find("unknown ");
+        if (seen.insert(k == std::string::npos ? w : w.substr(k)).second) std::fprintf(stderr, "sdio: warning: %s\n", w.c_str());
+    }
 }
 
 // The scale layouts ComfyUI accepts (comfy-kitchen reshapes the scale to 1-D and wants 1 or out
@@ -268,14 +288,18 @@ bool read_linear(const reader & r, const std::string & name, linear_module & out
     // writer's intent is unknown, so the module is refused.
     quant_config        cfg;
     const tensor_view * cq = r.find(name + ".comfy_quant");
-    if (cq && !parse_comfy_quant_tensor(r, *cq, out.out, out.in, cfg, err)) return false;
+    if (cq && !parse_comfy_quant_tensor(r, *cq, out.out, out.in, cfg, err, out.warnings)) return false;
     const auto hl = header->layers.find(name);
     if (hl != header->layers.end()) {
         quant_config hcfg;
         std::string  why;
-        if (!interpret_quant(hl->second, out.out, out.in, hcfg, why)) {
+        std::vector<std::string> hw;
+        if (!interpret_quant(hl->second, out.out, out.in, hcfg, why, hw)) {
             err = r.path() + ": header metadata '_quantization_metadata', layer '" + name + "': " + why;
             return false;
+        }
+        for (const std::string & m : hw) {
+            out.warnings.push_back(r.path() + ": header metadata '_quantization_metadata', layer '" + name + "': " + m);
         }
         if (cq && !same_config(cfg, hcfg)) {
             err = where(r, cq->name) + "says " + describe(cfg) + " but the header's _quantization_metadata entry says " +
@@ -284,6 +308,7 @@ bool read_linear(const reader & r, const std::string & name, linear_module & out
         }
         cfg = hcfg;
     }
+    print_warnings_once(out.warnings);
     out.int8              = cfg.int8;
     out.convrot           = cfg.convrot;
     out.group             = cfg.group;
@@ -299,8 +324,12 @@ bool read_linear(const reader & r, const std::string & name, linear_module & out
         if (!s) { err = where(r, sname) + "not found (required for an int8_tensorwise weight)"; return false; }
         bool per_tensor = false;
         if (!scale_shape_ok(s->shape, out.out, per_tensor)) {
-            err = where(r, sname) + "shape " + shape_text(s->shape) + " must be [] or [1] (one scale for the tensor) or [" +
-                  std::to_string(out.out) + "], [" + std::to_string(out.out) + ",1] (one per output row)";
+            // every shape scale_shape_ok accepts, spelled out
+            const std::string o = std::to_string(out.out);
+            err = where(r, sname) + "shape " + shape_text(s->shape) +
+                  " is not accepted: one scale for the tensor ([], [1], [1,1], or any shape whose dimensions are all 1)"
+                  " or one per output row ([" + o + "], [" + o + ",1], [1," + o + "], or any shape with one dimension " +
+                  o + " and the others 1)";
             return false;
         }
         if (!read_floats(r, sname, out.weight_scale, nullptr, err)) return false;

@@ -27,6 +27,8 @@ struct linear_module {
     std::vector<float>  weight_f32;   // [out][in] when not int8 (F32/F16/BF16 widened); every value finite
     std::vector<float>  weight_scale; // [out] when int8 (F32/F16/BF16 in the file); finite and > 0
     std::vector<float>  bias;         // [out] or empty; every value finite
+    std::vector<std::string> warnings; // "<file>: tensor '<m>': unknown comfy_quant key ..." (ignored keys; each
+                                       // distinct key is also printed once per process as "sdio: warning: ...")
 };
 
 // The per-layer configurations of the header entry "_quantization_metadata"
@@ -53,9 +55,11 @@ bool read_header_quant(const reader & r, header_quant & out, std::string & err);
 // - the group is a power of 4 dividing in (any size, e.g. 1024 or 16384 from
 //   convert-to-quant --dynamic-convrot; 1 = identity); "full_precision_matrix_mult" (bool) is
 //   recorded; "per_row", "scale_dtype", "orig_dtype" (descriptive) and "orig_shape" (must be
-//   [out, in]) are type-checked; any other key, or a wrong type, is an error naming the tensor;
+//   [out, in]) are type-checked, a wrong type being an error naming the tensor; any other key
+//   is ignored, as ComfyUI ignores it, with a warning naming it (linear_module::warnings);
 // - weight_scale: [] / [1] / [1,1] (one scale for the tensor, broadcast to every row) or [out] /
-//   [out,1] / [1,out]; F32/F16/BF16; finite and > 0;
+//   [out,1] / [1,out] (generally: all dimensions 1, or one dimension out and the rest 1);
+//   F32/F16/BF16; finite and > 0; the error for another shape lists these;
 // - no configuration: the weight must be F32/F16/BF16 with finite values and there must be no
 //   weight_scale (scaled float checkpoints are not supported);
 // - bias, when present, is F32/F16/BF16 [out] with finite values.

@@ -1,7 +1,7 @@
 # The sd Vulkan kernels' shaders (src/core/vulkan/shaders): application GLSL compute shaders
 # compiled by glslc at build time into SPIR-V word lists that a generated .cpp embeds (the
-# mechanism of ggml/src/ggml-vulkan/vulkan.cmake), added to sd-core. Included from
-# src/CMakeLists.txt when GGML_VULKAN is on.
+# mechanism of ggml/src/ggml-vulkan/vulkan.cmake), added to the target SD_VK_TARGET (sd-ops).
+# Included from src/CMakeLists.txt when GGML_VULKAN is on.
 #
 # -O0: SPIR-V optimisation is disabled (the spec's compilation policy for these kernels: the
 # optimiser may change float evaluation that must match the CPU kernels bit for bit; every
@@ -38,7 +38,7 @@ string(APPEND _sd_vk_cpp "\nstatic const sd_vk_shader blobs[] = {\n${_sd_vk_tabl
 file(GENERATE OUTPUT ${SD_VK_GEN_DIR}/sd-vk-shaders.cpp CONTENT "${_sd_vk_cpp}")
 set_source_files_properties(${SD_VK_GEN_DIR}/sd-vk-shaders.cpp PROPERTIES OBJECT_DEPENDS "${_sd_vk_incs}")
 
-# the kernel sources themselves are in SD_CORE_SOURCES (src/CMakeLists.txt); public-header-only
+# the kernel sources themselves are in SD_OPS_SOURCES (src/CMakeLists.txt); public-header-only
 # includes are checked by scripts/check-public-includes.sh
-target_sources(sd-core PRIVATE ${SD_VK_GEN_DIR}/sd-vk-shaders.cpp ${_sd_vk_incs})
-target_include_directories(sd-core PRIVATE ${SD_VK_DIR} ${SD_VK_GEN_DIR})
+target_sources(${SD_VK_TARGET} PRIVATE ${SD_VK_GEN_DIR}/sd-vk-shaders.cpp ${_sd_vk_incs})
+target_include_directories(${SD_VK_TARGET} PRIVATE ${SD_VK_DIR} ${SD_VK_GEN_DIR})
