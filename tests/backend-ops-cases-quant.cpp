@@ -109,6 +109,30 @@ void add_quant_mul_mat(case_list & cl, ggml_type ta, int64_t K, int64_t N, int64
             return ref::mul_mat(s[0], xq);
         },
         tol);
+    // A backend that multiplies the stored weights with the activations as given (Vulkan): the
+    // exact product under the same bound form (F32 rounding of the dequantized weights, their
+    // products and sums: the per-weight rounding of d * sc * q - dmin * m is what c covers).
+    cl.v.back().f32_act_ref = [=](const std::vector<dense> & s, dense * scale) {
+        dense ax = s[1];
+        for (double & v : ax.v) v = std::fabs(v);
+        *scale = ref::mul_mat(weight_magnitude(ta, s[0]), ax);
+        return ref::mul_mat(s[0], s[1]);
+    };
+    // ... and such a backend against the CPU: both rounding bounds plus the activation
+    // quantization the CPU adds, sum_k |a_k| |x_k - x'_k|
+    cl.v.back().cpu_gap = [=](const std::vector<dense> & s) {
+        const dense xq = quantized_activations(ta, s[1]);
+        dense       ax = s[1], axq = xq, dx = xq, aa = s[0];
+        for (double & v : ax.v) v = std::fabs(v);
+        for (double & v : axq.v) v = std::fabs(v);
+        for (size_t i = 0; i < dx.v.size(); ++i) dx.v[i] = std::fabs(s[1].v[i] - xq.v[i]);
+        for (double & v : aa.v) v = std::fabs(v);
+        const dense wm = weight_magnitude(ta, s[0]);
+        const dense s1 = ref::mul_mat(wm, ax), s2 = ref::mul_mat(wm, axq), g = ref::mul_mat(aa, dx);
+        dense       out = g;
+        for (size_t i = 0; i < out.v.size(); ++i) out.v[i] = 2e-5 * (s1.v[i] + s2.v[i]) + g.v[i] * (1 + 1e-6);
+        return out;
+    };
 }
 
 void mul_mat_cases(case_list & cl) {
@@ -204,6 +228,19 @@ void cpy_quant_cases(case_list & cl) {
 }
 
 } // namespace
+
+// Real model sizes (dit-workloads.md: K up to 16384, N 3072/6144) with few activation rows, for
+// backends that run them in one process (test-vulkan): not in all_cases(), so the CPU suite's
+// many runs per case do not pay for them.
+std::vector<op_case> quant_mul_mat_large_cases() {
+    case_list cl;
+    add_quant_mul_mat(cl, GGML_TYPE_Q8_0, 16384, 3072, 2, 1, 1, 1, 1, layout::cont, layout::cont);
+    add_quant_mul_mat(cl, GGML_TYPE_Q4_K, 4096, 6144, 8, 1, 1, 1, 1, layout::cont, layout::cont);
+    // K = 16384 for Q4_K too, on fewer weight rows: the reference K-quant quantizer that writes
+    // the inputs is slow (a scale search per sub-block), and the row length is what is under test
+    add_quant_mul_mat(cl, GGML_TYPE_Q4_K, 16384, 512, 3, 1, 1, 1, 1, layout::cont, layout::cont);
+    return cl.v;
+}
 
 void add_quant_cases(case_list & cl) {
     mul_mat_cases(cl);

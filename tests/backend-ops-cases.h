@@ -31,5 +31,7 @@ void add_layout_cases(case_list & cl);      // concat, pad, repeat, arange, time
 void add_client_cases(case_list & cl);      // clamp..cos, reductions, sorting, masks, acc/set, roll, ids, set_rows, maps
 void add_conv_cases(case_list & cl);        // im2col, convolutions, pools, upscale, group/l2 norm, circular pad
 void add_quant_cases(case_list & cl);       // block-quantized types: mul_mat, get_rows, cpy (issue 14)
+// quantized mul_mat at real model sizes (K 4096/16384, N 3072/6144, M 1..8): not in all_cases()
+std::vector<op_case> quant_mul_mat_large_cases();
 
 } // namespace bops

@@ -136,6 +136,20 @@ dense read_tensor(const ggml_tensor * t) {
     std::vector<uint8_t> buf(nbytes);
     ggml_backend_tensor_get(t, buf.data(), 0, nbytes);
     const int64_t bs = ggml_blck_size(t->type);
+    if (decode_block_type(t->type)) {
+        // a block decoded once for all its elements (real-size weights have tens of millions)
+        float blk[256];
+        GGML_ASSERT(bs <= 256);
+        for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+        for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+        for (int64_t i0 = 0; i0 < t->ne[0]; i0 += bs) {
+            const size_t off = (i0 / bs) * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+            ggml_get_type_traits(t->type)->to_float(buf.data() + off, blk, bs);
+            for (int64_t j = 0; j < bs && i0 + j < t->ne[0]; j++) out.at(i0 + j, i1, i2, i3) = blk[j];
+        }
+        return out;
+    }
     for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
     for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
     for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
@@ -360,6 +374,38 @@ result run_case(const op_case & c, ggml_backend_t backend, int n_threads) {
         return {result::fail, c.desc + " on " + ggml_backend_name(backend) + " (" + std::to_string(n_threads) +
                                   " threads), output " + ro.out_desc + ": " + msg};
     }
+    return {};
+}
+
+result run_case_f32_act(const op_case & c, ggml_backend_t backend) {
+    GGML_ASSERT(c.f32_act_ref && "case without an unquantized-activation reference");
+    run_output ro = execute(c, backend, 0);
+    if (ro.res.status != result::pass) {
+        ro.res.message = c.desc + ": " + ro.res.message;
+        return ro.res;
+    }
+    dense       scale;
+    const dense want = c.f32_act_ref(ro.srcs, &scale);
+    std::string msg;
+    if (!compare(ro.out, want, scale.v.empty() ? nullptr : &scale, c.tol, msg))
+        return {result::fail, c.desc + " on " + ggml_backend_name(backend) + " (unquantized activations), output " +
+                                  ro.out_desc + ": " + msg};
+    return {};
+}
+
+result run_case_vs_cpu_f32_act(const op_case & c, ggml_backend_t backend, ggml_backend_t cpu) {
+    GGML_ASSERT(c.cpu_gap && "case without a CPU gap bound");
+    run_output a = execute(c, backend, 0);
+    if (a.res.status != result::pass) return a.res;
+    run_output r = execute(c, cpu, 0);
+    if (r.res.status != result::pass) return r.res;
+    const dense gap = c.cpu_gap(r.srcs);
+    tolerance   t;
+    t.abs   = 1e-30;
+    t.scale = 1.0; // the bound is gap itself
+    std::string msg;
+    if (!compare(a.out, r.out, &gap, t, msg))
+        return {result::fail, c.desc + ": " + ggml_backend_name(backend) + " (unquantized activations) vs CPU: " + msg};
     return {};
 }
 

@@ -82,6 +82,13 @@ struct op_case {
     std::function<void(builder &)>     build; // sets b.out and b.srcs
     refs_fn                            ref;
     tolerance                          tol;
+    // Optional (quantized-weight mul_mat): the CPU backend quantizes the activations to the weight
+    // type's dot type first, as `ref` models; a backend that multiplies the activations as given
+    // (the Vulkan backend) is checked against f32_act_ref instead (the stored weights times the
+    // unquantized activations, same bound form and tol), and against the CPU with the bound
+    // cpu_gap returns per output element (the activation quantization term included).
+    refs_fn                                          f32_act_ref;
+    std::function<dense(const std::vector<dense> &)> cpu_gap;
 };
 
 // All cases of the suite (built once).
@@ -101,6 +108,11 @@ result run_case(const op_case & c, ggml_backend_t backend, int n_threads);
 // outputs (bound: twice the case tolerance, measured against the CPU result). For non-CPU
 // backends.
 result run_case_vs_cpu(const op_case & c, ggml_backend_t backend, ggml_backend_t cpu);
+
+// The same two checks for a backend whose quantized mul_mat uses unquantized activations: against
+// c.f32_act_ref, and against the CPU within c.cpu_gap (both required to be set).
+result run_case_f32_act(const op_case & c, ggml_backend_t backend);
+result run_case_vs_cpu_f32_act(const op_case & c, ggml_backend_t backend, ggml_backend_t cpu);
 
 // read a tensor (any supported type, any strides) into a dense array of its logical shape
 dense read_tensor(const ggml_tensor * t);

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,18 @@ struct expected_decline {
 };
 const expected_decline k_expected_declines[] = {
     {"custom", "CPU callbacks (GGML_OP_CUSTOM) run only on the CPU"},
-    {"q8_0", "no quantized types in the Vulkan shaders yet"},
-    {"Q8_0", "no quantized types in the Vulkan shaders yet"},
-    {"q4_0", "no quantized types in the Vulkan shaders yet"}, {"q4_1", "no quantized types in the Vulkan shaders yet"},
-    {"q5_0", "no quantized types in the Vulkan shaders yet"}, {"q5_1", "no quantized types in the Vulkan shaders yet"},
-    {"q2_K", "no quantized types in the Vulkan shaders yet"}, {"q3_K", "no quantized types in the Vulkan shaders yet"},
-    {"q4_K", "no quantized types in the Vulkan shaders yet"}, {"q5_K", "no quantized types in the Vulkan shaders yet"},
-    {"q6_K", "no quantized types in the Vulkan shaders yet"},
+    // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K run (vk-ops-quant.cpp) except as a copy
+    // destination (quantized_destination below)
+    {"q2_K", "Q2_K has no Vulkan decoder (rarely used for DiT weights)"},
+    {"q3_K", "Q3_K has no Vulkan decoder (rarely used for DiT weights)"},
 };
+
+// F32/F16/BF16 -> block-quantized copies (the quantizers) run on the CPU: "cpy_<float>_..._<qtype>_..."
+// and "cast_<float>_<qtype>..." case names
+bool quantized_destination(const std::string & name) {
+    static const std::regex re("^(cpy|cast|dup|cont)_(f32|f16|bf16)_.*(q4_0|q4_1|q5_0|q5_1|q8_0|q4_K|q5_K|q6_K)");
+    return std::regex_search(name, re);
+}
 
 // Ops the Vulkan backend has no shader for (or only some modes of), by the op of the node the
 // device declined (ggml_op_desc, as the harness reports it).
@@ -72,6 +77,7 @@ const char * expected_decline_reason(const std::string & name, const std::string
     for (const auto & e : k_expected_declines) {
         if (name.find(e.name_part) != std::string::npos) return e.why;
     }
+    if (quantized_destination(name)) return "float -> block-quantized copies (the quantizers) run on the CPU";
     const std::string key = "does not support node ";
     const size_t      at  = message.find(key);
     if (at == std::string::npos) return nullptr;
@@ -487,7 +493,12 @@ TEST_P(VulkanOps, MatchesReference) {
     const bops::op_case & c = bops::all_cases()[p.case_idx];
     ggml_backend_t        be = vk_backend(p.dev);
     ASSERT_NE(be, nullptr);
-    const bops::result r = p.vs_cpu ? bops::run_case_vs_cpu(c, be, cpu_backend()) : bops::run_case(c, be, 0);
+    // quantized-weight mul_mat: Vulkan multiplies the activations unquantized (mul_mat_q.comp), so
+    // the case's unquantized-activation reference and CPU gap apply
+    const bool         f32a = (bool) c.f32_act_ref;
+    const bops::result r    = p.vs_cpu ? (f32a ? bops::run_case_vs_cpu_f32_act(c, be, cpu_backend())
+                                                : bops::run_case_vs_cpu(c, be, cpu_backend()))
+                                       : (f32a ? bops::run_case_f32_act(c, be) : bops::run_case(c, be, 0));
     const char * why = expected_decline_reason(c.name, r.message);
     if (r.status == bops::result::declined) {
         // an expected decline passes (it is listed, with its reason, in k_expected_declines)
@@ -506,6 +517,24 @@ TEST_P(VulkanOps, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(All, VulkanOps, ::testing::ValuesIn(make_params()),
                          [](const ::testing::TestParamInfo<param> & info) { return info.param.name; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(VulkanOps); // no device: VulkanTest fails instead
+
+// Quantized mul_mat at real model sizes (K 4096/16384, N 3072/6144, 1..8 activation rows):
+// mul_mat_q.comp's long rows (F32 rounding over 16384 products) and large grids against the exact
+// product; the largest also against the CPU backend's result (activation quantization bounded).
+TEST_F(VulkanTest, QuantizedMulMatAtModelSizes) {
+    ggml_backend_t be = vk_backend(0);
+    ASSERT_NE(be, nullptr);
+    const std::vector<bops::op_case> cases = bops::quant_mul_mat_large_cases();
+    ASSERT_GE(cases.size(), 3u);
+    for (size_t i = 0; i < cases.size(); i++) {
+        const bops::result r = bops::run_case_f32_act(cases[i], be);
+        EXPECT_EQ(r.status, bops::result::pass) << cases[i].desc << ": " << r.message;
+        if (i == 0) {
+            const bops::result rc = bops::run_case_vs_cpu_f32_act(cases[i], be, cpu_backend());
+            EXPECT_EQ(rc.status, bops::result::pass) << cases[i].desc << " vs CPU: " << rc.message;
+        }
+    }
+}
 
 // The device count check as a test of its own, so a machine without Vulkan fails loudly.
 TEST(VulkanDevice, AtLeastOneDeviceFound) {

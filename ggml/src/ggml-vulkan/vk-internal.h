@@ -276,6 +276,12 @@ bool vk_op_record(vk_stream & s, ggml_tensor * node);
 // dispatches a node needs at most (for arena sizing)
 size_t vk_op_max_dispatches(const ggml_tensor * node);
 
+// nodes with a block-quantized operand (vk-ops-quant.cpp: mul_mat, get_rows, cpy to F32/F16);
+// vk_op_supported / vk_op_record hand such nodes to these
+bool vk_quant_node(const ggml_tensor * node);
+bool vk_quant_op_supported(vk_device * dev, const ggml_tensor * node);
+bool vk_quant_op_record(vk_stream & s, ggml_tensor * node);
+
 // backend (vk-backend.cpp)
 ggml_backend_t vk_backend_new(vk_device * dev);
 vk_stream *    vk_backend_stream(ggml_backend_t backend); // nullptr if not a Vulkan backend

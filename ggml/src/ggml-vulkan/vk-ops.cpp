@@ -329,6 +329,7 @@ bool vk_op_supported(vk_device * dev, const ggml_tensor * node) {
     if (ggml_op_is_empty(node->op)) return node->op == GGML_OP_NONE || node->op == GGML_OP_RESHAPE ||
                                            node->op == GGML_OP_VIEW || node->op == GGML_OP_PERMUTE ||
                                            node->op == GGML_OP_TRANSPOSE;
+    if (vk_quant_node(node)) return vk_quant_op_supported(dev, node); // vk-ops-quant.cpp
     return op_supported(dev, node) && srcs_addressable(node);
 }
 
@@ -338,6 +339,7 @@ size_t vk_op_max_dispatches(const ggml_tensor * node) {
 }
 
 bool vk_op_record(vk_stream & s, ggml_tensor * node) {
+    if (vk_quant_node(node)) return vk_quant_op_record(s, node); // byte-strided operands: vk-ops-quant.cpp
     recorder r{s, node};
     for (int i = 0; i < 3; i++) {
         if (!r.set(i, i == 0 ? node : node->src[i - 1])) return false;
