@@ -2,7 +2,8 @@
 # Install test for the ggml CMake package (issue 13 item 3). Builds the ggml library with
 # GGML_MAX_NAME=160 (what stable-diffusion.cpp needs) in build-install/, installs it into a
 # temporary prefix, builds tests/install-client against it with find_package(ggml) and runs it
-# (numeric check inside). Then checks that a client defining another GGML_MAX_NAME is refused,
+# (numeric checks inside, the sd INT8 ConvRot entry points among them), compiles upstream's
+# ggml-impl.h against the installed headers where an sd.cpp sdist provides it. Then checks that a client defining another GGML_MAX_NAME is refused,
 # both by the package config and by ggml.h itself. Usage: scripts/test-install.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,24 @@ cmake -S tests/install-client -B "$prefix/client" -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$prefix/client" -j"$jobs"
 "$prefix/client/install-client"
 "$prefix/client/install-client-split"
+# sd.cpp's INT8 ConvRot entry points run from the package alone (no sd header, no registration)
+[ -x "$prefix/client/install-client-int8" ] || { echo "FAIL: the package does not report the sd INT8 kernels (ggml_HAS_SD_INT8)"; exit 1; }
+"$prefix/client/install-client-int8"
+
+echo "== upstream's private ggml/src/ggml-impl.h compiles against the installed ggml.h"
+# A client may pick up upstream's own copy of that header (stable-diffusion.cpp's vendored ggml);
+# every macro, type and inline it takes from ggml.h / gguf.h must be there. Checked with the copy
+# in the stable-diffusion.cpp sdist when it is unpacked here (SDCPP_GGML_IMPL overrides the path).
+impl=${SDCPP_GGML_IMPL:-/work/sdcpp/stable_diffusion_cpp_python-0.4.7/vendor/stable-diffusion.cpp/ggml/src/ggml-impl.h}
+if [ -f "$impl" ]; then
+    printf '#include "%s"\nint main(void) { return 0; }\n' "$impl" >"$prefix/impl.c"
+    printf '#include "%s"\nint main() { return 0; }\n' "$impl" >"$prefix/impl.cpp"
+    "${CC:-cc}" -std=c11 -Wall -Werror=implicit-function-declaration -fsyntax-only -I"$prefix/usr/include" "$prefix/impl.c"
+    "${CXX:-c++}" -std=c++17 -Wall -fsyntax-only -I"$prefix/usr/include" "$prefix/impl.cpp"
+    echo "ok: $impl"
+else
+    echo "skipped: $impl not present (unpack the stable-diffusion-cpp-python sdist or set SDCPP_GGML_IMPL)"
+fi
 
 echo "== a client defining another GGML_MAX_NAME is refused"
 # by the package config (flags seen at find_package time)

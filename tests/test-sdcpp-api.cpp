@@ -209,7 +209,9 @@ void run_linear_case(const linear_case & c, ggml_backend_t backend) {
     // the kernels exist on the CPU device although nobody registered anything by hand
     ggml_backend_dev_t cpu_dev = ggml_backend_get_device(backend);
     EXPECT_TRUE(ggml_backend_dev_supports_op(cpu_dev, ty));
-    if (tq) EXPECT_TRUE(ggml_backend_dev_supports_op(cpu_dev, tq));
+    if (tq) {
+        EXPECT_TRUE(ggml_backend_dev_supports_op(cpu_dev, tq));
+    }
 
     ggml_cgraph * gf = ggml_new_graph(g.ctx);
     if (tq) ggml_set_output(tq);
@@ -362,6 +364,78 @@ TEST(SdcppApi, shared_packed_input_runs_the_sd_kernels) {
     EXPECT_EQ(0, memcmp(got2.data(), want2.data(), got2.size() * 4));
     ggml_backend_sched_free(sched);
     ggml_backend_buffer_free(wbuf);
+}
+
+// On a Vulkan device (lavapipe in CI) the same calls run the sd Vulkan kernels, which are
+// bit-identical to the CPU ones, through a scheduler [Vulkan, CPU] exactly as sd.cpp schedules:
+// still no registration by hand. Shapes the Vulkan kernels decline (K % 4 != 0) fall back to the
+// CPU kernel through the scheduler.
+TEST(SdcppApi, vulkan_device_runs_the_sd_vulkan_kernels) {
+    ggml_backend_dev_t gpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU);
+    if (gpu == nullptr) GTEST_SKIP() << "no GPU device in this build / machine";
+    struct vk_case {
+        int64_t K, N, rows;
+        int     G;
+        bool    packed, on_gpu;
+    };
+    for (const vk_case c : {vk_case{768, 33, 9, 256, true, true}, vk_case{768, 33, 9, 256, false, true},
+                            vk_case{320, 20, 5, 64, true, true}, vk_case{7, 3, 5, 1, true, false}}) {
+        SCOPED_TRACE("K " + std::to_string(c.K) + " G " + std::to_string(c.G) + (c.packed ? " packed" : " f32"));
+        ggml_backend_t vk  = ggml_backend_dev_init(gpu, nullptr);
+        ggml_backend_t cpu = ggml_backend_cpu_init();
+        ASSERT_TRUE(vk && cpu);
+        graph_ctx     g;
+        ggml_tensor * x  = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, c.K, c.rows);
+        ggml_tensor * w  = ggml_new_tensor_2d(g.ctx, GGML_TYPE_I8, c.K, c.N);
+        ggml_tensor * ws = ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, c.N);
+        ggml_tensor * b  = ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, c.N);
+        ggml_tensor * in = c.packed ? ggml_quantize_i8_convrot(g.ctx, x, c.G) : x;
+        ggml_tensor * y  = ggml_mul_mat_i8_tensorwise(g.ctx, w, in, ws, b, c.G);
+        ASSERT_NE(y, nullptr) << ggml_ext_last_error();
+        EXPECT_EQ(ggml_backend_dev_supports_op(gpu, y), c.on_gpu);
+        ggml_set_output(y);
+        ggml_cgraph * gf = ggml_new_graph(g.ctx);
+        ggml_build_forward_expand(gf, y);
+
+        std::mt19937                       rng((uint32_t) c.K);
+        std::normal_distribution<float>    nd(0.0f, 1.0f);
+        std::uniform_int_distribution<int> wi(-127, 127);
+        std::vector<float>                 xv((size_t) (c.K * c.rows)), wsv((size_t) c.N), bv((size_t) c.N);
+        std::vector<int8_t>                wv((size_t) (c.K * c.N));
+        for (float & v : xv) v = nd(rng);
+        for (float & v : wsv) v = 0.003f + std::fabs(nd(rng)) * 0.01f;
+        for (float & v : bv) v = nd(rng);
+        for (int8_t & v : wv) v = (int8_t) wi(rng);
+
+        ggml_backend_t       backends[2] = {vk, cpu};
+        ggml_backend_sched_t sched = ggml_backend_sched_new(backends, nullptr, 2, GGML_DEFAULT_GRAPH_SIZE, false, true);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, gf));
+        ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+        ggml_backend_tensor_set(w, wv.data(), 0, ggml_nbytes(w));
+        ggml_backend_tensor_set(ws, wsv.data(), 0, ggml_nbytes(ws));
+        ggml_backend_tensor_set(b, bv.data(), 0, ggml_nbytes(b));
+        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, gf), GGML_STATUS_SUCCESS);
+        int n_vk = 0, n_cpu = 0;
+        for (int i = 0; i < ggml_ext_sched_n_steps(sched); ++i) {
+            ggml_ext_step_info info{};
+            ASSERT_TRUE(ggml_ext_sched_get_step(sched, i, &info));
+            if (info.kernel && strncmp(info.kernel, "sd.vulkan.", 10) == 0) ++n_vk;
+            if (info.kernel && strncmp(info.kernel, "sd.cpu.", 7) == 0) ++n_cpu;
+        }
+        if (c.on_gpu) {
+            EXPECT_EQ(n_vk, c.packed ? 2 : 1) << "the INT8 nodes ran as sd Vulkan kernels";
+        } else {
+            EXPECT_EQ(n_cpu, c.packed ? 2 : 1) << "declined shapes fall back to the sd CPU kernels";
+        }
+        const int                rot  = c.G > 1 ? c.G : 1;
+        const std::vector<float> want = ref_linear(ref_pack(xv, c.K, c.rows, rot), c.K, c.rows, wv, c.N, wsv.data(), bv.data());
+        std::vector<float>       got(want.size());
+        ggml_backend_tensor_get(y, got.data(), 0, ggml_nbytes(y));
+        EXPECT_EQ(0, memcmp(got.data(), want.data(), got.size() * 4)) << "bit-identical to the reference";
+        ggml_backend_sched_free(sched);
+        ggml_backend_free(cpu);
+        ggml_backend_free(vk);
+    }
 }
 
 // ggml_graph_compute_with_ctx (a temporary CPU backend over host tensors) runs them too.
