@@ -1,6 +1,7 @@
 // bench-vulkan: the Vulkan backend on each Vulkan device, against our CPU backend on the same
-// shapes and, for mul_mat, against the plain-loop shader (one invocation per output, no tiling)
-// on the same device, all measured in this run:
+// shapes and, for mul_mat, against the previous kernel (the 8x8-per-thread direct / shared-tile
+// shader, GGML_VK_MUL_MAT_DIRECT on CPU drivers, SHARED elsewhere) and the plain-loop shader (one
+// invocation per output, no tiling) on the same device, all measured in this run:
 //
 //   mul_mat F32 / F16 / BF16 weights   GFLOP/s (2*M*N*K)
 //   flash_attn_ext F16 K/V, head 128   GFLOP/s (4*D*n_q*n_kv*heads)
@@ -19,6 +20,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -31,6 +33,8 @@ struct options {
     bool   smoke      = false;
     bool   json       = false;
     bool   large      = false;
+    bool   plain      = true; // also time the plain-loop shader (slow at real sizes)
+    std::vector<std::array<int64_t, 3>> shapes; // --shape M,N,K (replaces the default GEMM shapes)
     int    threads    = 0;
     double min_time_s = 1.0;
 };
@@ -40,6 +44,8 @@ void usage(const char * argv0) {
            "\n"
            "  --smoke        tiny shapes, one repetition (checks that everything runs; timings meaningless)\n"
            "  --large        also GEMM m=3072 n=512 k=3072 and the issue's m=4096 n=512 k=14336 (slow on lavapipe)\n"
+           "  --shape M,N,K  GEMM shape (repeatable; replaces the default shapes): M weight rows, N tokens\n"
+           "  --no-plain     skip the plain-loop shader baseline\n"
            "  --json         also print one JSON object per result\n"
            "  --threads N    CPU backend threads (default: its default)\n"
            "  --min-time S   time each measurement for at least S seconds (default 1)\n",
@@ -112,6 +118,23 @@ int main(int argc, char ** argv) {
         if (r.flag("--smoke", o.smoke)) continue;
         if (r.flag("--json", o.json)) continue;
         if (r.flag("--large", o.large)) continue;
+        bool no_plain = false;
+        if (r.flag("--no-plain", no_plain)) {
+            o.plain = false;
+            continue;
+        }
+        std::string shape_arg;
+        if (r.string_opt("--shape", shape_arg)) {
+            const char * v = shape_arg.c_str();
+            long long    m = 0, n = 0, k = 0;
+            if (sscanf(v, "%lld,%lld,%lld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0 || m > (1 << 20) ||
+                n > (1 << 20) || k > (1 << 20)) {
+                fprintf(stderr, "bench-vulkan: --shape wants M,N,K (positive, at most 1048576 each)\n");
+                return 2;
+            }
+            o.shapes.push_back({m, n, k});
+            continue;
+        }
         if (r.int_opt("--threads", 1, 512, o.threads)) continue;
         if (r.double_opt("--min-time", 0.0, 600.0, o.min_time_s)) continue;
         r.unknown();
@@ -134,6 +157,10 @@ int main(int argc, char ** argv) {
     if (o.large && !o.smoke) {
         mm.push_back({3072, 512, 3072});
         mm.push_back({4096, 512, 14336});
+    }
+    if (!o.shapes.empty()) {
+        mm.clear();
+        for (const auto & s : o.shapes) mm.push_back({s[0], s[1], s[2]});
     }
     const int64_t fa_tokens = o.smoke ? 16 : 512, fa_heads = o.smoke ? 1 : 4;
     const int64_t ew_n      = o.smoke ? 4096 : 16 * 1024 * 1024;
@@ -158,16 +185,24 @@ int main(int argc, char ** argv) {
                     ggml_tensor * x = ggml_new_tensor_2d(c, GGML_TYPE_F32, s.k, s.n);
                     return ggml_mul_mat(c, w, x);
                 };
-                bool ok_vk, ok_cpu, ok_plain;
+                bool ok_vk, ok_cpu, ok_prev, ok_plain = true;
                 const bench::timing t_vk  = time_graph(vk, b, o, &ok_vk);
                 const bench::timing t_cpu = time_graph(cpu, b, o, &ok_cpu);
-                ggml_backend_vk_set_plain_mul_mat(vk, true);
-                // the plain shader is slow: one repetition is enough to show the ratio
-                options po = o;
-                po.min_time_s = 0;
-                const bench::timing t_plain = time_graph(vk, b, po, &ok_plain);
-                ggml_backend_vk_set_plain_mul_mat(vk, false);
-                if (!ok_vk || !ok_cpu || !ok_plain) {
+                // the previous kernel: the direct 8x8 shader on CPU drivers, the shared-tile one elsewhere
+                const bool cpu_driver = strstr(desc, "llvmpipe") != nullptr;
+                ggml_backend_vk_set_mul_mat_kernel(vk, cpu_driver ? GGML_VK_MUL_MAT_DIRECT : GGML_VK_MUL_MAT_SHARED);
+                const bench::timing t_prev = time_graph(vk, b, o, &ok_prev);
+                ggml_backend_vk_set_mul_mat_kernel(vk, GGML_VK_MUL_MAT_AUTO);
+                bench::timing t_plain{};
+                if (o.plain) {
+                    ggml_backend_vk_set_plain_mul_mat(vk, true);
+                    // the plain shader is slow: one repetition is enough to show the ratio
+                    options po = o;
+                    po.min_time_s = 0;
+                    t_plain = time_graph(vk, b, po, &ok_plain);
+                    ggml_backend_vk_set_plain_mul_mat(vk, false);
+                }
+                if (!ok_vk || !ok_cpu || !ok_prev || !ok_plain) {
                     fprintf(stderr, "bench-vulkan: mul_mat %s could not run\n", ggml_type_name(wt));
                     rc = 1;
                     continue;
@@ -176,7 +211,8 @@ int main(int argc, char ** argv) {
                                           std::to_string(s.n) + " k" + std::to_string(s.k);
                 const double flops = 2.0 * (double) s.m * (double) s.n * (double) s.k;
                 report(o, {dn + " mul_mat", shape, t_vk, flops, false, "CPU backend", t_cpu});
-                report(o, {dn + " mul_mat", shape, t_vk, flops, false, "plain shader", t_plain});
+                report(o, {dn + " mul_mat", shape, t_vk, flops, false, "previous kernel", t_prev});
+                if (o.plain) report(o, {dn + " mul_mat", shape, t_vk, flops, false, "plain shader", t_plain});
             }
         }
 

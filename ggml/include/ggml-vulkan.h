@@ -38,6 +38,15 @@ GGML_API bool   ggml_backend_vk_validation_enabled(void);
 // Benchmark baseline: mul_mat with the plain-loop shader (one invocation per output, no tiling)
 // instead of the tiled one on this backend.
 GGML_API void   ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool plain);
+// Benchmark comparison: force one of the F32/F16/BF16 mul_mat kernels on this backend (AUTO: the
+// device's choice). A kernel whose preconditions a node does not meet falls back as under AUTO.
+enum ggml_vk_mul_mat_kernel {
+    GGML_VK_MUL_MAT_AUTO     = 0,
+    GGML_VK_MUL_MAT_SHARED   = 1, // shared-memory tiles, 8x8 outputs per thread (GPUs)
+    GGML_VK_MUL_MAT_DIRECT   = 2, // 8x8 outputs per thread, no shared memory (the previous CPU-driver kernel)
+    GGML_VK_MUL_MAT_SUBGROUP = 3, // mul_mat_sg: 8-lane subgroup broadcast (lavapipe)
+};
+GGML_API void   ggml_backend_vk_set_mul_mat_kernel(ggml_backend_t backend, enum ggml_vk_mul_mat_kernel k);
 // Dispatches and memory barriers recorded by the backend's last graph_compute (one submission).
 GGML_API void   ggml_backend_vk_get_graph_stats(ggml_backend_t backend, size_t * dispatches, size_t * barriers);
 GGML_API size_t ggml_backend_vk_validation_message_count(void);

@@ -201,4 +201,9 @@ void ggml_backend_vk_set_plain_mul_mat(ggml_backend_t backend, bool plain) {
     ctx_of(backend)->stream.plain_mul_mat = plain;
 }
 
+void ggml_backend_vk_set_mul_mat_kernel(ggml_backend_t backend, enum ggml_vk_mul_mat_kernel k) {
+    GGML_ASSERT(ggml_backend_is_vk(backend) && "not a Vulkan backend");
+    ctx_of(backend)->stream.mm_kernel = (int) k;
+}
+
 } // extern "C"

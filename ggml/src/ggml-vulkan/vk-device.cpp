@@ -161,9 +161,17 @@ vk_instance_state * create_instance() {
         dev->max_alloc = (size_t) m3.maxMemoryAllocationSize;
         dev->description = dev->props.deviceName;
         dev->gemm_direct = dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        {
+            VkPhysicalDeviceSubgroupProperties sgp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+            VkPhysicalDeviceProperties2        sp2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+            sp2.pNext = &sgp;
+            vkGetPhysicalDeviceProperties2(pd, &sp2);
+            // the broadcast GEMM is written for 8 lanes (lavapipe's 256-bit vectors of F32)
+            dev->gemm_sg = dev->gemm_direct && sg == 8 && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
+        }
         if (const char * g = getenv("GGML_VK_GEMM")) {
-            if (strcmp(g, "shared") == 0) dev->gemm_direct = false;
-            if (strcmp(g, "direct") == 0) dev->gemm_direct = true;
+            if (strcmp(g, "shared") == 0) dev->gemm_direct = dev->gemm_sg = false;
+            if (strcmp(g, "direct") == 0) { dev->gemm_direct = true; dev->gemm_sg = false; }
         }
         switch (dev->props.deviceType) {
             case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: dev->type = GGML_BACKEND_DEVICE_TYPE_IGPU; break;

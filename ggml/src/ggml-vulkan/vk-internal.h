@@ -74,6 +74,9 @@ struct vk_device {
     // mul_mat reads operands straight from memory instead of staging tiles in shared memory:
     // on CPU drivers (shared memory is ordinary memory there); GGML_VK_GEMM=shared|direct overrides
     bool                             gemm_direct   = false;
+    // mul_mat_sg.comp (8-lane subgroups, wide loads, subgroupBroadcast, no shared memory): CPU
+    // drivers with subgroup size 8 and ballot operations (lavapipe); GGML_VK_GEMM=direct|shared turn it off
+    bool                             gemm_sg       = false;
     enum ggml_backend_dev_type       type          = GGML_BACKEND_DEVICE_TYPE_GPU;
 
     // created on first use (init_logical)
@@ -216,6 +219,7 @@ struct vk_stream {
     size_t          n_dispatches = 0; // of the last graph_compute (ggml_backend_vk_get_graph_stats)
     size_t          n_barriers   = 0;
     bool            plain_mul_mat = false; // benchmark baseline (ggml_backend_vk_set_plain_mul_mat)
+    int             mm_kernel     = 0;     // ggml_backend_vk_set_mul_mat_kernel (0: the device's choice)
 
     // Batching (vk-commands.cpp): the open recording may hold several fragments (native graph
     // ranges, extension dispatches and copies) of one scheduled plan; it is submitted when the

@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <initializer_list>
 #include <vector>
 
 namespace {
@@ -209,6 +210,28 @@ linear_layout layout_of(const ggml_tensor * lin, const ggml_tensor * out) {
     l.total       = l.stage_off + l.stage_bytes;
     return l;
 }
+// linear_i8.comp MODE 1 (the subgroup-broadcast GEMM) block: 8 * kSgRowGroups rows x
+// 8 * kSgChannels channels per 8-lane workgroup (half the channels with SwiGLU's second
+// accumulator set). Measured on lavapipe (Zen 3): see use_subgroup_gemm.
+constexpr uint32_t kSgRowGroups = 2, kSgChannels = 2;
+
+// MODE 1 where it pays and its preconditions hold: CPU drivers (lavapipe) with exactly 8-lane
+// subgroups and subgroupBroadcast, K % 16 == 0 and 16-byte aligned I8 operands (the 16-byte
+// loads). SD_VK_LINEAR_I8=tile4 forces the previous 4x4-per-invocation kernel (benchmarks
+// compare the two in one run); read per dispatch.
+bool use_subgroup_gemm(ggml_backend_t backend, int64_t K, std::initializer_list<const bound *> i8) {
+    const char * env = getenv("SD_VK_LINEAR_I8");
+    if (env && strcmp(env, "tile4") == 0) return false;
+    const ggml_ext_vulkan_device_info * info = sd_vk::device_info(ggml_backend_get_device(backend));
+    if (!info || !info->is_cpu || !info->subgroup_ballot || info->subgroup_size != 8 || info->subgroup_min_size != 8 ||
+        info->subgroup_max_size != 8)
+        return false;
+    if (K % 16 != 0) return false;
+    for (const bound * b : i8)
+        if (b->r.shader_offset % 16 != 0) return false;
+    return true;
+}
+
 
 struct linear_push {
     uint32_t w_off, a_off, sx_off, sw_off, b_off, y_off, g_off, r_off;
@@ -319,12 +342,24 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     pc.swu_off = bswu.words();
     pc.bu_off  = bbu.words();
     const uint64_t tiles   = (uint64_t) pc.n_tiles * (uint64_t) ((rows + kTile - 1) / kTile);
-    const uint32_t spec[8] = {kLinearLocal,           src.wscale != nullptr, src.bias != nullptr, gate != nullptr,
-                              residual != nullptr,    x.up != nullptr,       up.wscale != nullptr, up.bias != nullptr};
+    uint32_t spec[11] = {kLinearLocal,        src.wscale != nullptr, src.bias != nullptr,   gate != nullptr,
+                         residual != nullptr, x.up != nullptr,       up.wscale != nullptr, up.bias != nullptr,
+                         0u,                  kSgRowGroups,          x.up ? kSgChannels / 2 : kSgChannels};
     uint32_t groups[3];
-    sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
+    const uint64_t sg_cols = 8u * spec[10], sg_rows = 8u * kSgRowGroups;
+    if (use_subgroup_gemm(backend, K, {&bw, &ba, x.up ? &bwu : &bw}) &&
+        (uint64_t) ((N + sg_cols - 1) / sg_cols) <= 65535 && (uint64_t) ((rows + sg_rows - 1) / sg_rows) <= 65535) {
+        // linear_i8.comp MODE 1: one 8-lane workgroup per (8 * TC channels) x (8 * RA rows) block
+        spec[0]   = 8;
+        spec[8]   = 1;
+        groups[0] = (uint32_t) ((N + sg_cols - 1) / sg_cols);
+        groups[1] = (uint32_t) ((rows + sg_rows - 1) / sg_rows);
+        groups[2] = 1;
+    } else {
+        sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
+    }
     const bound * b[11] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br, &bwu, &bswu, &bbu};
-    s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 8, &pc, sizeof(pc), groups);
+    s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 11, &pc, sizeof(pc), groups);
     if (s != GGML_STATUS_SUCCESS) return s;
     if (x.quant) {
         sd_quantize_i8_attrs qat{};

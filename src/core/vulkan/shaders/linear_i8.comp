@@ -1,4 +1,10 @@
 #version 450
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_ballot : require
+// [[unroll]]: lavapipe counts every loop iteration an invocation runs against a cap of 65,535
+// (then silently skips the rest); the constant inner loops must not count
+#extension GL_EXT_control_flow_attributes : require
 // linear_i8.comp — sd.linear_i8.v1's GEMM on I8 activations (packed ConvRot rows or plain I8
 // with separate row scales): acc[r, o] = sum_k int32(a[r, k]) * int32(w[o, k]), an exact int32
 // sum (K <= SD_LINEAR_I8_MAX_K), then the CPU epilogue in its order, each step rounded
@@ -8,8 +14,19 @@
 // Linear -> Mul(gate) -> Add(residual) epilogue). The integer path is a plain int32
 // multiply-add on bytes unpacked from 32-bit words (the toolchain has no integer dot product).
 //
-// Each invocation computes a TR x TN tile (rows x output channels) with no shared memory or
-// barriers (lavapipe: a synchronising workgroup costs ~0.25 ms). K % 4 == 0.
+// Two GEMM loops, chosen by the specialization constant MODE (the epilogue is shared):
+//   MODE 0 (the previous kernel, any device): each invocation computes a TR x TN tile (rows x
+//     output channels) from 4-byte loads, no shared memory or barriers (lavapipe: a
+//     synchronising workgroup costs ~0.25 ms). K % 4 == 0.
+//   MODE 1 (CPU drivers with 8-wide subgroups, lavapipe): one workgroup = one subgroup of 8
+//     lanes computing 8*RA rows x 8*TC channels. lavapipe turns each storage-buffer load into a
+//     loop over the lanes (all components of one load share the loop), while arithmetic costs
+//     one 8-lane vector instruction; so every load is 16 bytes (two 64-bit components: 16 int8
+//     values) and each byte is loaded once per workgroup: lane l loads its TC weight rows
+//     (channels o0 + l + 8 j) and activation row r0 + l + 8 i, unpacks them with vector shifts,
+//     and subgroupBroadcast with a literal lane index (one extract + splat) hands every row's
+//     values to all lanes. K % 16 == 0 and 16-byte aligned operand offsets (host-checked).
+// Both sum the same int32 products (exact, any order gives the same result).
 //
 // Bindings: 0 w (N x K bytes as words), 1 a (rows x K bytes as words), 2 sx (F32 per row),
 // 3 sw (F32 per channel), 4 bias, 5 y (F32 rows x N), 6 gate (F32 per channel), 7 residual
@@ -26,6 +43,9 @@ layout(constant_id = 4) const bool HAS_RES  = false;
 layout(constant_id = 5) const bool SWIGLU   = false;
 layout(constant_id = 6) const bool UP_WS    = true;
 layout(constant_id = 7) const bool UP_BIAS  = false;
+layout(constant_id = 8) const uint MODE     = 0u; // 0: 4x4 tiles per invocation; 1: subgroup broadcast
+layout(constant_id = 9) const uint RA       = 2u; // MODE 1: row groups of 8 per workgroup
+layout(constant_id = 10) const uint TC      = 2u; // MODE 1: channels per lane
 
 // SwiGLU keeps two accumulator sets: half as many channels per invocation (register pressure)
 const uint TR = 4u, TN = SWIGLU ? 2u : 4u;
@@ -41,6 +61,10 @@ layout(std430, binding = 7) readonly buffer R { float res[]; };
 layout(std430, binding = 8) readonly buffer WU { uint wu[]; };
 layout(std430, binding = 9) readonly buffer SWU { float swu[]; };
 layout(std430, binding = 10) readonly buffer BU { float bu[]; };
+// MODE 1's 16-byte views of the same I8 bindings (offsets in 16-byte units)
+layout(std430, binding = 0) readonly buffer W16 { u64vec2 w16[]; };
+layout(std430, binding = 1) readonly buffer A16 { u64vec2 a16[]; };
+layout(std430, binding = 8) readonly buffer WU16 { u64vec2 wu16[]; };
 
 layout(push_constant) uniform PC {
     uint w_off, a_off, sx_off, sw_off, b_off, y_off, g_off, r_off; // shader offsets, in words
@@ -68,7 +92,26 @@ ivec4 unpack_i8(uint word) {
 
 int dot4(ivec4 p, ivec4 q) { return p.x * q.x + p.y * q.y + p.z * q.z + p.w * q.w; }
 
-void main() {
+// The epilogue of one output (row r, channel o): the CPU kernels' order, each step rounded
+void finish(uint r, uint o, int acc_v, int acc_uv) {
+    const float s_x = sx[pc.sx_off + r];
+    precise float v = float(acc_v) * s_x;
+    if (HAS_WS) v = v * sw[pc.sw_off + o];
+    if (HAS_BIAS) v = v + bias[pc.b_off + o];
+    if (HAS_GATE) v = v * gate[pc.g_off + o];
+    if (HAS_RES) v = res[pc.r_off + r * pc.N + o] + v;
+    if (SWIGLU) {
+        precise float u = float(acc_uv) * s_x;
+        if (UP_WS) u = u * swu[pc.swu_off + o];
+        if (UP_BIAS) u = u + bu[pc.bu_off + o];
+        const float g = silu_native(v);
+        precise float p = g * u;
+        v = p;
+    }
+    y[pc.y_off + r * pc.N + o] = v;
+}
+
+void main_tile4() {
     // the workgroups form an (x, y) grid when one dimension's count limit is too small
     const uint t  = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x +
                    gl_LocalInvocationID.x;
@@ -103,24 +146,74 @@ void main() {
     for (uint i = 0u; i < TR; ++i) {
         const uint r = r0 + i;
         if (r >= pc.rows) break;
-        const float s_x = sx[pc.sx_off + r];
         for (uint j = 0u; j < TN; ++j) {
             const uint o = o0 + j;
             if (o >= pc.N) break;
-            precise float v = float(acc[i][j]) * s_x;
-            if (HAS_WS) v = v * sw[pc.sw_off + o];
-            if (HAS_BIAS) v = v + bias[pc.b_off + o];
-            if (HAS_GATE) v = v * gate[pc.g_off + o];
-            if (HAS_RES) v = res[pc.r_off + r * pc.N + o] + v;
-            if (SWIGLU) {
-                precise float u = float(acc_u[i][j]) * s_x;
-                if (UP_WS) u = u * swu[pc.swu_off + o];
-                if (UP_BIAS) u = u + bu[pc.bu_off + o];
-                const float g = silu_native(v);
-                precise float p = g * u;
-                v = p;
-            }
-            y[pc.y_off + r * pc.N + o] = v;
+            finish(r, o, acc[i][j], acc_u[i][j]);
         }
     }
+}
+
+// 16 signed bytes of a 16-byte load, little-endian
+void unpack16(u64vec2 q, out int v[16]) {
+    const uvec2 lo = unpackUint2x32(q.x), hi = unpackUint2x32(q.y);
+    const uint  wd[4] = uint[4](lo.x, lo.y, hi.x, hi.y);
+    [[unroll]] for (int i = 0; i < 4; i++) {
+        const int x = int(wd[i]);
+        v[4 * i + 0] = (x << 24) >> 24;
+        v[4 * i + 1] = (x << 16) >> 24;
+        v[4 * i + 2] = (x << 8) >> 24;
+        v[4 * i + 3] = x >> 24;
+    }
+}
+
+void main_sg() {
+    const uint lane = gl_SubgroupInvocationID;
+    const uint r0 = gl_WorkGroupID.y * 8u * RA, o0 = gl_WorkGroupID.x * 8u * TC;
+    const uint qpr = pc.K / 16u; // 16-byte units per row
+    // rows / channels past the end re-read the last one (always valid) and are not stored; no
+    // lane leaves early (every load below runs with all 8 lanes active)
+    uint ar[RA], wr[TC], ur[TC];
+    [[unroll]] for (uint i = 0u; i < RA; ++i) ar[i] = pc.a_off / 4u + min(r0 + lane + 8u * i, pc.rows - 1u) * qpr;
+    [[unroll]] for (uint j = 0u; j < TC; ++j) wr[j] = pc.w_off / 4u + min(o0 + lane + 8u * j, pc.N - 1u) * qpr;
+    [[unroll]] for (uint j = 0u; j < TC; ++j) ur[j] = pc.wu_off / 4u + min(o0 + lane + 8u * j, pc.N - 1u) * qpr;
+
+    int acc[8 * RA][TC], acc_u[8 * RA][TC];
+    [[unroll]] for (uint i = 0u; i < 8u * RA; ++i)
+        [[unroll]] for (uint j = 0u; j < TC; ++j) { acc[i][j] = 0; acc_u[i][j] = 0; }
+
+    for (uint q = 0u; q < qpr; ++q) {
+        int av[RA][16], wv[TC][16], uv[TC][16];
+        [[unroll]] for (uint i = 0u; i < RA; ++i) unpack16(a16[ar[i] + q], av[i]);
+        [[unroll]] for (uint j = 0u; j < TC; ++j) unpack16(w16[wr[j] + q], wv[j]);
+        if (SWIGLU)
+            [[unroll]] for (uint j = 0u; j < TC; ++j) unpack16(wu16[ur[j] + q], uv[j]);
+        [[unroll]] for (int kk = 0; kk < 16; kk++) {
+            // literal lane indices: GLSL wants a constant, lavapipe makes it one extract
+#define ROW(S)                                                                      \
+            [[unroll]] for (uint i = 0u; i < RA; ++i) {                                        \
+                const int x = subgroupBroadcast(av[i][kk], S);                      \
+                [[unroll]] for (uint j = 0u; j < TC; ++j) acc[8u * i + S][j] += x * wv[j][kk]; \
+                if (SWIGLU)                                                         \
+                    [[unroll]] for (uint j = 0u; j < TC; ++j) acc_u[8u * i + S][j] += x * uv[j][kk]; \
+            }
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
+#undef ROW
+        }
+    }
+
+    [[unroll]] for (uint j = 0u; j < TC; ++j) {
+        const uint o = o0 + lane + 8u * j;
+        if (o >= pc.N) continue;
+        [[unroll]] for (uint i = 0u; i < RA; ++i)
+            [[unroll]] for (uint s = 0u; s < 8u; ++s) {
+                const uint r = r0 + 8u * i + s;
+                if (r < pc.rows) finish(r, o, acc[8u * i + s][j], acc_u[8u * i + s][j]);
+            }
+    }
+}
+
+void main() {
+    if (MODE == 1u) main_sg();
+    else main_tile4();
 }
