@@ -668,7 +668,8 @@ GGML_API void ggml_mul_mat_set_prec(struct ggml_tensor * a, enum ggml_prec prec)
 // rows...] (quantized as above with convrot_group_size; 0 or 1 = no rotation) or the packed
 // output of ggml_quantize_i8_convrot made with the same group size. Result F32 [N, rows...]
 // (the activation's row shape): y = ((float(sum_i q_x * q_w) * s_x) * s_w) + b, the integer sum
-// exact. Malformed arguments: NULL with the reason logged (ggml_ext_last_error()).
+// exact. Malformed arguments: NULL, the reason in ggml_ext_last_error() (ggml-ext.h); upstream's fork
+// asserts instead (sd.cpp validates group and shapes when it loads the checkpoint).
 GGML_API struct ggml_tensor * ggml_mul_mat_i8_tensorwise(struct ggml_context * ctx, struct ggml_tensor * weight,
                                                          struct ggml_tensor * input, struct ggml_tensor * weight_scale,
                                                          struct ggml_tensor * bias, int convrot_group_size);
