@@ -62,6 +62,19 @@ void im2col_cases(case_list & cl) {
                [=](const std::vector<dense> & s, dense *) { return ref::im2col(s[0], s[1], p, true); },
                for_type(dt, tolerance{}));
     }
+    // real size: stable-diffusion.cpp's conv_2d im2col (F16 rows) of a 320-channel 32x32 latent
+    for (ggml_type dt : {GGML_TYPE_F16, GGML_TYPE_F32}) {
+        const ne4 nk = {3, 3, 320, 1}, nx = {32, 32, 320, 1};
+        const ref::conv2d_params p = k_params[0];
+        cl.add(std::string("im2col 2d ") + tn(dt) + " data " + sh(nx) + " kernel " + sh(nk) + " sd conv",
+               [=](builder & b) {
+                   ggml_tensor * k = b.src(GGML_TYPE_F16, nk);
+                   ggml_tensor * x = b.src(GGML_TYPE_F32, nx);
+                   b.out = ggml_im2col(b.ctx, k, x, p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, true, dt);
+               },
+               [=](const std::vector<dense> & s, dense *) { return ref::im2col(s[0], s[1], p, true); },
+               for_type(dt, tolerance{}));
+    }
     for (ggml_type dt : {GGML_TYPE_F32, GGML_TYPE_F16})
     for (int s0 : {1, 2})
     for (int p0 : {0, 2})
@@ -364,6 +377,11 @@ void mul_mat_half_activation_cases(case_list & cl) {
         {{72, 40, 1, 1}, {72, 37, 1, 1}, layout::cont},   {{72, 40, 1, 1}, {72, 5, 1, 1}, layout::cont},
         {{33, 9, 2, 1}, {33, 20, 4, 3}, layout::cont},    {{64, 30, 1, 1}, {64, 19, 3, 1}, layout::perm12},
         {{300, 33, 1, 1}, {300, 70, 1, 1}, layout::pad},
+        // src0 with fewer rows than src1 (the AVX2 GEMM swaps the operands and stores the output
+        // transposed): small-M dot products (<= 24 src0 rows) and the packed GEMM, row and column
+        // tails, several K blocks, several matrices
+        {{600, 10, 1, 1}, {600, 50, 1, 1}, layout::cont},  {{520, 31, 1, 1}, {520, 77, 1, 1}, layout::cont},
+        {{64, 30, 2, 3}, {64, 45, 2, 3}, layout::cont},    {{40, 25, 1, 1}, {40, 26, 1, 1}, layout::cont},
     };
     for (ggml_type ta : {GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_BF16})
     for (ggml_type tb : {GGML_TYPE_F16, GGML_TYPE_BF16})
@@ -378,6 +396,19 @@ void mul_mat_half_activation_cases(case_list & cl) {
                },
                [](const std::vector<dense> & s, dense * sc) { return ref::mul_mat(s[0], s[1], sc); },
                tol_scale(scale));
+    }
+    // real sizes of stable-diffusion.cpp's SD 1.x 3x3 convolutions at small latents (F16 im2col
+    // x F16 kernel): K = 2880 / 5760 (320 / 640 input channels), 64 / 16 pixels, 320 / 640 kernels
+    const mm real[] = {{{2880, 64, 1, 1}, {2880, 320, 1, 1}, layout::cont}, {{5760, 16, 1, 1}, {5760, 640, 1, 1}, layout::cont}};
+    for (const mm & m : real) {
+        cl.add(std::string("mul_mat a f16 ") + sh(m.a) + " b f16 " + sh(m.b) + " sd conv",
+               [=](builder & b) {
+                   ggml_tensor * x = b.src(GGML_TYPE_F16, m.a);
+                   ggml_tensor * y = b.src(GGML_TYPE_F16, m.b, m.lb);
+                   b.out = ggml_mul_mat(b.ctx, x, y);
+               },
+               [](const std::vector<dense> & s, dense * sc) { return ref::mul_mat(s[0], s[1], sc); },
+               tol_scale(1e-5));
     }
 }
 

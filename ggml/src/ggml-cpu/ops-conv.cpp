@@ -12,6 +12,7 @@
 // Precision: all arithmetic in F32 with F32 accumulation (F16/BF16 operands are widened
 // exactly); results are rounded once to dst's type.
 
+#include "ops-fast.h"
 #include "ops-row.h"
 
 #include <algorithm>
@@ -75,10 +76,11 @@ void im2col_row(const image & in, const conv_geom & g, int64_t ow, int64_t oh, i
                     std::fill(row, row + g.KW, 0.0f);
                     continue;
                 }
-                std::fill(row, row + lo, 0.0f);
-                memcpy(row + lo, in.data + (x0 + lo) * in.nbw + y * in.nbh + c * in.nbc + n * in.nbn,
-                       (size_t) (hi - lo) * sizeof(float));
-                std::fill(row + hi, row + g.KW, 0.0f);
+                // a 3x3 kernel copies 3 floats per (c, ky): a plain loop, not a memcpy call
+                const float * src = (const float *) (in.data + x0 * in.nbw + y * in.nbh + c * in.nbc + n * in.nbn);
+                for (int64_t kx = 0; kx < lo; ++kx) row[kx] = 0.0f;
+                for (int64_t kx = lo; kx < hi; ++kx) row[kx] = src[kx];
+                for (int64_t kx = hi; kx < g.KW; ++kx) row[kx] = 0.0f;
                 continue;
             }
             for (int64_t kx = 0; kx < g.KW; ++kx) {
@@ -219,13 +221,22 @@ void ggml_cpu_op_im2col(const struct ggml_compute_params * params, struct ggml_t
     int64_t            r0, r1;
     ggml_cpu_split_range(rows, params->ith, params->nth, &r0, &r1);
     ggml_cpu_abort_poll poll(params);
+    // packed F16 rows (stable-diffusion.cpp's conv_2d): the level's row conversion (bit-identical
+    // to the scalar rounding) instead of one out-of-line conversion call per element
+    const ggml_cpu_row_kernels * fast = ggml_cpu_rows(params);
+    void (*to_f16)(const float *, uint16_t *, int64_t) =
+        fast && dst->type == GGML_TYPE_F16 && dst->nb[0] == sizeof(ggml_fp16_t) ? fast->f32_to_f16 : nullptr;
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t ow = r % g.OW;
         const int64_t oh = (r / g.OW) % g.OH;
         const int64_t n  = r / (g.OW * g.OH);
         im2col_row(in, g, ow, oh, n, row.data());
         char * d = (char *) dst->data + ow * dst->nb[1] + (is2d ? oh * dst->nb[2] + n * dst->nb[3] : n * dst->nb[2]);
-        ggml_cpu_store_row(dst->type, d, dst->nb[0], K, row.data());
+        if (to_f16) {
+            to_f16(row.data(), (uint16_t *) d, K);
+        } else {
+            ggml_cpu_store_row(dst->type, d, dst->nb[0], K, row.data());
+        }
         if (poll.tick(K)) return;
     }
 }

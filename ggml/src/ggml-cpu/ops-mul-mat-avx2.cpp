@@ -1,6 +1,7 @@
 // ops-mul-mat-avx2.cpp — the AVX2 level of the x86 MUL_MAT fast path: out[m][n] = sum_k x[m][k] *
 // w[n][k] (facts 4.8), w = src0 (weights: F32, F16, BF16, or block-quantized types the packing
-// dequantizes), x = src1 (F32 activations, any strides). Same semantics as the AVX-512 "f32fma"
+// dequantizes), x = src1 (F32, F16 or BF16 activations, any strides; F16/BF16 widened exactly while
+// packing or gathering, no separate F32 copy). Same semantics as the AVX-512 "f32fma"
 // kernels of ops-mul-mat-x86.cpp: F16/BF16 weights are widened exactly to F32, every product and
 // sum is F32, activations are never rounded. Written for CPUs with AVX2 + FMA + F16C and no
 // AVX-512 (AMD Zen 1-3, Intel Haswell..Alder Lake): 16 ymm registers, two 256-bit FMA pipes.
@@ -24,6 +25,12 @@
 // of those rows (144 KiB, stay in L2). That is the order of BLIS's Haswell/Zen kernels: per K step
 // the L1 misses are the 6 broadcast floats (24 bytes from L2), not the 64 bytes of weights; the
 // AVX-512 level (larger L2, 32 columns per tile) keeps the opposite order.
+//
+// Operand swap: when src0 has fewer rows than src1 (stable-diffusion.cpp's conv_2d multiplies the
+// F16 im2col matrix of a few pixels, src0, by a large F16 kernel, src1) the roles are exchanged:
+// src0 is packed whole (or gathered, for the small-M path) and src1 streams through the per-thread
+// panels, and the micro-kernel stores its tile transposed. The large operand is then read once as
+// F16 instead of being written and read back as packed F32, and the work buffer holds the small one.
 //
 // Thresholds (SMALL_M_MAX, MC_ROWS) were measured on an AMD EPYC Zen 3 (2 cores, 512 KiB L2 per
 // core, shared with other work: CPU-time timings, best of several).
@@ -53,6 +60,9 @@ constexpr int64_t MC_ROWS   = 144; // activation rows swept per weight panel: 14
 // weights, ~1.1x at 24, even at 32).
 constexpr int64_t SMALL_M_MAX = 24;
 constexpr size_t  ALIGN       = 64;
+// Operand swap (plan::swap): src0 rows up to this many, or src1 packed whole over this many bytes.
+constexpr int64_t SWAP_N_MAX   = 128;
+constexpr size_t  SWAP_X_BYTES = (size_t) 16 << 20;
 
 enum class path { none, small, f32 };
 
@@ -68,11 +78,21 @@ bool dequantizes(ggml_type t) {
 
 struct plan {
     path    p = path::none;
-    int64_t K, N, M, B2, B3, r2, r3, n_mats;
+    // GEMM view: out[m][n] = x[m] . w[n]. Normally x = src1 (activations, M rows) and w = src0
+    // (weights, N rows). swapped: x = src0 and w = src1 (the output is stored transposed), chosen
+    // when src0 has fewer rows than src1 (stable-diffusion.cpp's conv_2d: src0 = the im2col
+    // matrix of a few pixels, src1 = a large F16 kernel): the small operand is the one packed or
+    // gathered whole into the work buffer, the large one streams through the per-thread panels.
+    bool                       swap = false;
+    const struct ggml_tensor * xs   = nullptr; // x operand (F32, F16 or BF16, any strides)
+    const struct ggml_tensor * ws   = nullptr; // w operand (packed rows)
+    int64_t K, N, M, B2, B3, r2, r3, n_mats;    // r2, r3: broadcast ratios of ws over the output
     int64_t mp;      // M rounded up to MR
     size_t  x_bytes; // packed (or gathered) activations, all matrices
     size_t  w_bytes; // one thread's packed weight block
 };
+
+bool x_type_ok(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 
 plan make_plan(const struct ggml_tensor * dst) {
     plan                       pl;
@@ -82,7 +102,7 @@ plan make_plan(const struct ggml_tensor * dst) {
     const bool quant = dequantizes(a->type);
     if (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_F16 && a->type != GGML_TYPE_BF16 && !quant) return pl;
     if (quant && a->ne[0] % ggml_blck_size(a->type) != 0) return pl;
-    if (b->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return pl;
+    if (!x_type_ok(b->type) || dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return pl;
     if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return pl;
     if (a->ne[0] != b->ne[0] || a->ne[2] <= 0 || a->ne[3] <= 0) return pl;
     if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return pl;
@@ -95,12 +115,29 @@ plan make_plan(const struct ggml_tensor * dst) {
     pl.r2     = pl.B2 / a->ne[2];
     pl.r3     = pl.B3 / a->ne[3];
     pl.n_mats = pl.B2 * pl.B3;
+    pl.xs     = b;
+    pl.ws     = a;
     if (pl.K == 0) return pl; // the portable path writes the zeros
+
+    // swap the roles when src0 is the smaller operand (no broadcast, float types, packed src1 rows)
+    // and either small (packing src1 whole would cost about as much memory traffic as the
+    // arithmetic: 8 bytes per element against 2 N flops) or src1's packed copy would be large (the
+    // work buffer); otherwise the plain orientation keeps its cheaper stores
+    const size_t x_whole = (size_t) (pl.n_mats * round_up(pl.M, MR) * pl.K) * sizeof(float);
+    if (!quant && pl.M > SMALL_M_MAX && pl.N < pl.M && (pl.N <= SWAP_N_MAX || x_whole > SWAP_X_BYTES) &&
+        a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3] && (pl.K <= 1 || b->nb[0] == ggml_type_size(b->type))) {
+        pl.swap = true;
+        std::swap(pl.M, pl.N);
+        std::swap(pl.xs, pl.ws);
+        pl.r2 = pl.r3 = 1;
+    }
+    const struct ggml_tensor * x = pl.xs;
 
     // (quantized weights: the small-M dot reads float rows only, so they always take the packed GEMM)
     if (!quant && pl.M <= SMALL_M_MAX) {
         pl.p       = path::small;
-        pl.x_bytes = b->nb[0] == sizeof(float) ? 0 : align_up((size_t) (pl.n_mats * pl.M * pl.K) * sizeof(float));
+        const bool direct = x->type == GGML_TYPE_F32 && x->nb[0] == sizeof(float);
+        pl.x_bytes = direct ? 0 : align_up((size_t) (pl.n_mats * pl.M * pl.K) * sizeof(float));
         pl.w_bytes = 0;
         return pl;
     }
@@ -120,35 +157,99 @@ size_t plan_bytes(const plan & pl, int n_threads) {
 // ---------------------------------------------------------------------------------------------
 // activations
 
-// Pointer to element (k = 0) of activation row m of matrix mat; elements are nb0 bytes apart.
+// 8 elements of a row from element k, widened exactly to F32.
+template <ggml_type T> inline __m256 load8(const char * row, int64_t k) {
+    if constexpr (T == GGML_TYPE_F32) {
+        return _mm256_loadu_ps((const float *) row + k);
+    } else if constexpr (T == GGML_TYPE_F16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) ((const uint16_t *) row + k)));
+    } else {
+        // BF16 is the top half of an F32: shift into place (exact, NaN payloads included)
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) ((const uint16_t *) row + k)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    }
+}
+
+// The same for the last n < 8 elements of a row (the rest zero), without reading past them.
+template <ggml_type T> inline __m256 load8_tail(const char * row, int64_t k, int64_t n) {
+    constexpr size_t esz = T == GGML_TYPE_F32 ? 4 : 2;
+    alignas(32) char tmp[32] = {0};
+    memcpy(tmp, row + (size_t) k * esz, (size_t) n * esz);
+    return load8<T>(tmp, 0);
+}
+
+// Element (k = 0) of x row m of matrix mat; elements are nb0 bytes apart, of type F32/F16/BF16.
 struct act_view {
     const char * data;
+    ggml_type    type;
     size_t       nb0, nb1, nb2, nb3;
     int64_t      B2;
-    const float * row(int64_t mat, int64_t m) const {
-        return (const float *) (data + (mat % B2) * nb2 + (mat / B2) * nb3 + m * nb1);
+    const char * row(int64_t mat, int64_t m) const { return data + (mat % B2) * nb2 + (mat / B2) * nb3 + m * nb1; }
+    float at(const char * r, int64_t k) const {
+        const char * p = r + k * nb0;
+        switch (type) {
+            case GGML_TYPE_F32: return *(const float *) p;
+            case GGML_TYPE_F16: return _cvtsh_ss(*(const uint16_t *) p);
+            default: {
+                const uint32_t u = (uint32_t) * (const uint16_t *) p << 16;
+                float          f;
+                memcpy(&f, &u, sizeof(f));
+                return f;
+            }
+        }
     }
-    float at(const float * r, int64_t k) const { return *(const float *) ((const char *) r + k * nb0); }
+    bool packed() const { return nb0 == ggml_type_size(type); }
 };
+
+act_view make_act_view(const struct ggml_tensor * x, int64_t B2) {
+    return {(const char *) x->data, x->type, x->nb[0], x->nb[1], x->nb[2], x->nb[3], B2};
+}
+
+// A whole x row widened to F32 (k in [0, K)).
+void widen_x_row(const act_view & xv, const char * src, int64_t K, float * d) {
+    if (!xv.packed() || xv.type == GGML_TYPE_F32) {
+        if (xv.type == GGML_TYPE_F32 && xv.packed()) {
+            memcpy(d, src, (size_t) K * sizeof(float));
+        } else {
+            for (int64_t k = 0; k < K; ++k) d[k] = xv.at(src, k);
+        }
+        return;
+    }
+    int64_t k = 0;
+    if (xv.type == GGML_TYPE_F16) {
+        for (; k + 8 <= K; k += 8) _mm256_storeu_ps(d + k, load8<GGML_TYPE_F16>(src, k));
+    } else {
+        for (; k + 8 <= K; k += 8) _mm256_storeu_ps(d + k, load8<GGML_TYPE_BF16>(src, k));
+    }
+    for (; k < K; ++k) d[k] = xv.at(src, k);
+}
 
 // Panel of MR rows starting at m0 (rows of them real, the rest zero), K range [k0, k0+valid):
 // F32 [k][MR].
+template <ggml_type T>
+void pack_x_panel_full(const char * const src[MR], int64_t k0, int64_t valid, float * dst, const act_view & xv) {
+    // 8 K steps of all 6 rows at once: 6 row loads, then 48 scalar stores from registers (the
+    // [k][6] layout has no 8-wide lane pattern a shuffle network would beat at this size)
+    int64_t k = 0;
+    for (; k + 8 <= valid; k += 8) {
+        alignas(32) float t[MR][8];
+        for (int r = 0; r < MR; ++r) _mm256_store_ps(t[r], load8<T>(src[r], k0 + k));
+        for (int i = 0; i < 8; ++i)
+            for (int r = 0; r < MR; ++r) dst[(k + i) * MR + r] = t[r][i];
+    }
+    for (; k < valid; ++k)
+        for (int r = 0; r < MR; ++r) dst[k * MR + r] = xv.at(src[r], k0 + k);
+}
+
 void pack_x_panel(const act_view & xv, int64_t mat, int64_t m0, int64_t rows, int64_t k0, int64_t valid, float * dst) {
-    const float * src[MR];
+    const char * src[MR];
     for (int r = 0; r < MR; ++r) src[r] = r < rows ? xv.row(mat, m0 + r) : nullptr;
-    if (xv.nb0 == sizeof(float) && rows == MR) {
-        // 8 K steps of all 6 rows at once: 6 row loads, then 48 scalar stores from registers (the
-        // [k][6] layout has no 8-wide lane pattern a shuffle network would beat at this size)
-        int64_t k = 0;
-        for (; k + 8 <= valid; k += 8) {
-            alignas(32) float t[MR][8];
-            for (int r = 0; r < MR; ++r) _mm256_store_ps(t[r], _mm256_loadu_ps(src[r] + k0 + k));
-            for (int i = 0; i < 8; ++i)
-                for (int r = 0; r < MR; ++r) dst[(k + i) * MR + r] = t[r][i];
+    if (xv.packed() && rows == MR) {
+        switch (xv.type) {
+            case GGML_TYPE_F32: pack_x_panel_full<GGML_TYPE_F32>(src, k0, valid, dst, xv); return;
+            case GGML_TYPE_F16: pack_x_panel_full<GGML_TYPE_F16>(src, k0, valid, dst, xv); return;
+            default: pack_x_panel_full<GGML_TYPE_BF16>(src, k0, valid, dst, xv); return;
         }
-        for (; k < valid; ++k)
-            for (int r = 0; r < MR; ++r) dst[k * MR + r] = src[r][k0 + k];
-        return;
     }
     for (int r = 0; r < MR; ++r) {
         if (!src[r]) {
@@ -181,27 +282,6 @@ void pack_x_all(const plan & pl, const act_view & xv, float * xbuf, int ith, int
 
 // ---------------------------------------------------------------------------------------------
 // weights: 8 rows x 8 elements at a time, widened to F32 and transposed in registers
-
-// 8 elements of a row from element k, widened exactly to F32.
-template <ggml_type T> inline __m256 load8(const char * row, int64_t k) {
-    if constexpr (T == GGML_TYPE_F32) {
-        return _mm256_loadu_ps((const float *) row + k);
-    } else if constexpr (T == GGML_TYPE_F16) {
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) ((const uint16_t *) row + k)));
-    } else {
-        // BF16 is the top half of an F32: shift into place (exact, NaN payloads included)
-        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) ((const uint16_t *) row + k)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
-    }
-}
-
-// The same for the last n < 8 elements of a row (the rest zero), without reading past them.
-template <ggml_type T> inline __m256 load8_tail(const char * row, int64_t k, int64_t n) {
-    constexpr size_t esz = T == GGML_TYPE_F32 ? 4 : 2;
-    alignas(32) char tmp[32] = {0};
-    memcpy(tmp, row + (size_t) k * esz, (size_t) n * esz);
-    return load8<T>(tmp, 0);
-}
 
 // In-register transpose of an 8x8 matrix of floats: r[i] lane j -> r[j] lane i.
 inline void transpose8(__m256 r[8]) {
@@ -283,16 +363,19 @@ inline __m256i lane_mask(int n) {
     return _mm256_loadu_si256((const __m256i *) (tab + 8 - n));
 }
 
+// tr (swapped operands): element (r, j) of the tile goes to c[j * ldc + r] instead of c[r * ldc + j].
 template <int R>
-void ukr(int64_t kc, const float * xp, const float * wp, float * c, int64_t ldc, int cols, bool acc) {
+void ukr(int64_t kc, const float * xp, const float * wp, float * c, int64_t ldc, int cols, bool acc, bool tr) {
     __m256 c0[R], c1[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         c0[r] = c1[r] = _mm256_setzero_ps();
         // the C lines are read (later K blocks) or written after ~kc * 6 cycles of arithmetic:
         // asking for them now hides their miss
-        _mm_prefetch((const char *) (c + r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *) (c + r * ldc + NR - 1), _MM_HINT_T0);
+        if (!tr) {
+            _mm_prefetch((const char *) (c + r * ldc), _MM_HINT_T0);
+            _mm_prefetch((const char *) (c + r * ldc + NR - 1), _MM_HINT_T0);
+        }
     }
     // unrolled 4x (less loop overhead per 12 FMAs); the activation panel streams from L2, so its
     // line 8 K steps ahead is requested now (~3% at 2 threads on Zen 3, M = 256)
@@ -309,6 +392,35 @@ void ukr(int64_t kc, const float * xp, const float * wp, float * c, int64_t ldc,
         }
         xp += MR;
         wp += NR;
+    }
+    if (tr) {
+        // 8 x 8 register transposes of the (up to 6, zero-padded) rows: column j of the tile is
+        // then one vector whose lanes [0, R) are stored at c + j * ldc
+        const __m256i mr = lane_mask(R);
+        for (int h = 0; h < 2; ++h) {
+            __m256 t[8];
+            for (int r = 0; r < 8; ++r) t[r] = r < R ? (h ? c1[r < R ? r : 0] : c0[r < R ? r : 0]) : _mm256_setzero_ps();
+            transpose8(t);
+            const int jn = std::min(cols - 8 * h, 8);
+            for (int j = 0; j < jn; ++j) {
+                float * cj = c + (int64_t) (8 * h + j) * ldc;
+                if constexpr (R == MR) {
+                    // 6 lanes as 4 + 2 plain stores (cheaper than a masked store)
+                    __m128 lo = _mm256_castps256_ps128(t[j]), hi = _mm256_extractf128_ps(t[j], 1);
+                    if (acc) {
+                        lo = _mm_add_ps(lo, _mm_loadu_ps(cj));
+                        hi = _mm_add_ps(hi, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *) (cj + 4))));
+                    }
+                    _mm_storeu_ps(cj, lo);
+                    _mm_storel_epi64((__m128i *) (cj + 4), _mm_castps_si128(hi));
+                } else {
+                    __m256 v = t[j];
+                    if (acc) v = _mm256_add_ps(v, _mm256_maskload_ps(cj, mr));
+                    _mm256_maskstore_ps(cj, mr, v);
+                }
+            }
+        }
+        return;
     }
     if (cols == NR) {
 #pragma GCC unroll 8
@@ -336,23 +448,30 @@ void ukr(int64_t kc, const float * xp, const float * wp, float * c, int64_t ldc,
     }
 }
 
-using ukr_fn = void (*)(int64_t, const float *, const float *, float *, int64_t, int, bool);
+using ukr_fn = void (*)(int64_t, const float *, const float *, float *, int64_t, int, bool, bool);
 const ukr_fn k_ukr[MR] = {&ukr<1>, &ukr<2>, &ukr<3>, &ukr<4>, &ukr<5>, &ukr<6>};
 
 // ---------------------------------------------------------------------------------------------
 // packed GEMM driver
 
+// GEMM element (m, n) of matrix mat: dst row m, column n; swapped: dst row n, column m.
 struct out_view {
     char *  data;
     size_t  nb1, nb2, nb3;
     int64_t B2;
+    bool    swap;
     float * at(int64_t mat, int64_t m, int64_t n) const {
+        if (swap) std::swap(m, n);
         return (float *) (data + (mat % B2) * nb2 + (mat / B2) * nb3 + m * nb1) + n;
     }
 };
 
+out_view make_out_view(const plan & pl, struct ggml_tensor * dst) {
+    return {(char *) dst->data, dst->nb[1], dst->nb[2], dst->nb[3], pl.B2, pl.swap};
+}
+
 // One run: matrix mat, activation rows [m0, m1) (m0 a multiple of MR), weight columns [n0, n0+nn).
-void gemm_run(const plan & pl, const struct ggml_tensor * a, const float * xbuf, float * wbuf, const out_view & ov,
+void gemm_run(const plan & pl, const struct ggml_tensor * a /* = pl.ws */, const float * xbuf, float * wbuf, const out_view & ov,
               int64_t mat, int64_t m0, int64_t m1, int64_t n0, int64_t nn) {
     const int64_t i2 = mat % pl.B2, i3 = mat / pl.B2;
     const char *  w_mat    = (const char *) a->data + (i2 / pl.r2) * a->nb[2] + (i3 / pl.r3) * a->nb[3];
@@ -372,7 +491,7 @@ void gemm_run(const plan & pl, const struct ggml_tensor * a, const float * xbuf,
                 for (int64_t m = mc; m < mc1; m += MR) {
                     const int64_t rows = std::min<int64_t>(MR, pl.M - m);
                     const float * xp   = x_mat + pl.mp * k0 + (m / MR) * MR * valid;
-                    k_ukr[rows - 1](valid, xp, wp, ov.at(mat, m, n0 + p * NR), ldc, cols, k0 > 0);
+                    k_ukr[rows - 1](valid, xp, wp, ov.at(mat, m, n0 + p * NR), ldc, cols, k0 > 0, pl.swap);
                 }
             }
         }
@@ -380,18 +499,17 @@ void gemm_run(const plan & pl, const struct ggml_tensor * a, const float * xbuf,
 }
 
 void gemm_packed(const plan & pl, const struct ggml_compute_params * params, struct ggml_tensor * dst, char * wbase) {
-    const struct ggml_tensor * a = dst->src[0];
-    const struct ggml_tensor * b = dst->src[1];
+    const struct ggml_tensor * a   = pl.ws;
     const int                  ith = params->ith, nth = params->nth;
 
-    const act_view xv{(const char *) b->data, b->nb[0], b->nb[1], b->nb[2], b->nb[3], pl.B2};
+    const act_view xv   = make_act_view(pl.xs, pl.B2);
     float *        xbuf = (float *) wbase;
     pack_x_all(pl, xv, xbuf, ith, nth);
     // every thread must reach the barrier, so no early return before it
     ggml_cpu_barrier(params);
 
     float *        wbuf = (float *) (wbase + pl.x_bytes + (size_t) ith * pl.w_bytes);
-    const out_view ov{(char *) dst->data, dst->nb[1], dst->nb[2], dst->nb[3], pl.B2};
+    const out_view ov   = make_out_view(pl, dst);
 
     // Items (matrix, M chunk, weight panel). M is cut into chunks only when there are too few
     // weight panels to keep the threads evenly busy; each chunk re-packs its weight panels.
@@ -473,26 +591,23 @@ void dot_4xR_any(int R, int64_t K, const char * const w[4], const float * const 
 }
 
 void gemv_small(const plan & pl, const struct ggml_compute_params * params, struct ggml_tensor * dst, char * wbase) {
-    const struct ggml_tensor * a = dst->src[0];
-    const struct ggml_tensor * b = dst->src[1];
+    const struct ggml_tensor * a   = pl.ws;
     const int                  ith = params->ith, nth = params->nth;
-    const act_view             xv{(const char *) b->data, b->nb[0], b->nb[1], b->nb[2], b->nb[3], pl.B2};
-    const bool                 gathered = pl.x_bytes > 0; // activation elements not adjacent: gather rows first
+    const act_view             xv  = make_act_view(pl.xs, pl.B2);
+    const bool                 gathered = pl.x_bytes > 0; // x rows not packed F32: gathered (widened) first
 
     if (gathered) {
         const int64_t rows = pl.n_mats * pl.M;
         int64_t       r0, r1;
         ggml_cpu_split_range(rows, ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; ++r) {
-            const float * src = xv.row(r / pl.M, r % pl.M);
-            float *       d   = (float *) wbase + r * pl.K;
-            for (int64_t k = 0; k < pl.K; ++k) d[k] = xv.at(src, k);
+            widen_x_row(xv, xv.row(r / pl.M, r % pl.M), pl.K, (float *) wbase + r * pl.K);
         }
         // every thread must reach the barrier, so no early return before it
         ggml_cpu_barrier(params);
     }
 
-    const out_view ov{(char *) dst->data, dst->nb[1], dst->nb[2], dst->nb[3], pl.B2};
+    const out_view ov      = make_out_view(pl, dst);
     const int64_t  groups  = (pl.N + 3) / 4;
     const int64_t  n_items = pl.n_mats * groups;
     int64_t        u0, u1;
@@ -512,7 +627,8 @@ void gemv_small(const plan & pl, const struct ggml_compute_params * params, stru
             const float * x[3];
             for (int r = 0; r < 3; ++r) {
                 const int64_t m = m0 + std::min(r, R - 1);
-                x[r]            = gathered ? (const float *) wbase + (mat * pl.M + m) * pl.K : xv.row(mat, m);
+                x[r]            = gathered ? (const float *) wbase + (mat * pl.M + m) * pl.K
+                                           : (const float *) xv.row(mat, m);
             }
             float out[4][3];
             switch (a->type) {
@@ -521,8 +637,7 @@ void gemv_small(const plan & pl, const struct ggml_compute_params * params, stru
                 default: dot_4xR_any<GGML_TYPE_BF16>(R, pl.K, w, x, out); break;
             }
             for (int r = 0; r < R; ++r) {
-                float * o = ov.at(mat, m0 + r, n0);
-                for (int64_t j = 0; j < nn; ++j) o[j] = out[j][r];
+                for (int64_t j = 0; j < nn; ++j) *ov.at(mat, m0 + r, n0 + j) = out[j][r];
             }
         }
     }

@@ -772,8 +772,11 @@ bool ggml_cpu_mul_mat_x86_shape_ok(const struct ggml_tensor * dst) {
 
 // Every path of every level, whatever runs now: the cap, the kernel override and AMX's opt-in may
 // change between planning and computing, and the buffer must fit whichever path runs then.
+// Levels the CPU lacks never run (the cap only lowers the level), so their plans are not sized:
+// on an AVX2-only CPU the buffer is the AVX2 kernel's.
 size_t ggml_cpu_mul_mat_x86_work_size(const struct ggml_tensor * dst, int n_threads) {
     size_t bytes = ggml_cpu_mul_mat_avx2_work_size(dst, n_threads);
+    if ((int) ggml_cpu_isa_detected() < (int) ggml_cpu_isa::avx512) return bytes;
     for (path p : {path::small, path::f32, path::bf16, path::amx}) {
         bytes = std::max(bytes, plan_bytes(make_plan(dst, ggml_cpu_kernel::f32fma, p), n_threads));
     }

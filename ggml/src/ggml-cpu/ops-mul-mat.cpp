@@ -10,13 +10,16 @@
 // chunk of the block's weight rows (widened to F32 when needed) stays in L1 while every
 // activation row of the block is dotted with it through a small register tile.
 //
-// Work buffer layout: [src1 converted to contiguous F32, when needed][per-thread weight scratch].
+// Work buffer layout: per thread [weight scratch (non-F32 weights)][activation scratch (src1 rows
+// not packed F32, widened per block and K chunk)].
 //
 // Fast paths: on x86 CPUs at the avx2 level or above (cpu-isa.h), ops-mul-mat-x86.cpp takes over
 // (packed GEMMs of the active level, see there and ops-mul-mat-avx2.cpp) unless params->use_ref
-// forces this portable path; the work buffer is sized for any of them. F16/BF16
-// activations are first widened to F32 in the work buffer so that they reach the fast path too.
+// forces this portable path; the work buffer is sized for any of them. The AVX2 GEMM takes
+// F16/BF16 activations itself; at the avx512 level they are first widened to F32 in the work
+// buffer so that they reach its fast path too.
 
+#include "cpu-isa.h"
 #include "cpu-ops.h"
 #include "ops-mul-mat-quant.h"
 #include "ops-mul-mat-x86.h"
@@ -59,14 +62,14 @@ bool src1_needs_conversion(const struct ggml_tensor * src1) {
     return src1->type != GGML_TYPE_F32 || src1->nb[0] != sizeof(float);
 }
 
-size_t src1_conv_bytes(const struct ggml_tensor * src1) {
-    if (!src1_needs_conversion(src1)) return 0;
-    return align_up((size_t) (src1->ne[0] * src1->ne[1] * src1->ne[2] * src1->ne[3]) * sizeof(float), MM_ALIGN);
-}
-
-size_t thread_scratch_bytes(const struct ggml_tensor * src0) {
-    if (src0->type == GGML_TYPE_F32) return 0;
-    return align_up((size_t) (MM_NB_MAX * MM_KC) * sizeof(float), MM_ALIGN);
+// Activation rows that are not packed F32 are widened per (block, K chunk) into the thread's
+// scratch (MM_MB_MAX rows x MM_KC), not converted whole: the work buffer stays small when src1 is a
+// large F16 matrix (stable-diffusion.cpp's conv_2d multiplies by its F16 kernel as src1).
+size_t thread_scratch_bytes(const struct ggml_tensor * src0, const struct ggml_tensor * src1) {
+    size_t bytes = 0;
+    if (src0->type != GGML_TYPE_F32) bytes += align_up((size_t) (MM_NB_MAX * MM_KC) * sizeof(float), MM_ALIGN);
+    if (src1_needs_conversion(src1)) bytes += align_up((size_t) (MM_MB_MAX * MM_KC) * sizeof(float), MM_ALIGN);
+    return bytes;
 }
 
 struct block_plan {
@@ -137,12 +140,13 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
     if (ggml_cpu_mul_mat_quant_applies(dst)) return ggml_cpu_mul_mat_quant_work_size(dst, n_threads);
-    const size_t bytes    = src1_conv_bytes(b) + (size_t) n_threads * thread_scratch_bytes(a);
+    const size_t bytes    = (size_t) n_threads * thread_scratch_bytes(a, b);
     const size_t portable = bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
-    // use_ref is not known here, so room for whichever path runs
+    // use_ref is not known here, so room for whichever path runs; the widened route runs only at
+    // the avx512 level (the AVX2 GEMM takes F16/BF16 src1 itself), so only a CPU that has it sizes it
     size_t fast = ggml_cpu_mul_mat_x86_work_size(dst, n_threads);
     struct ggml_tensor b32, d32;
-    if (widened_node(dst, &b32, &d32, true)) {
+    if ((int) ggml_cpu_isa_detected() >= (int) ggml_cpu_isa::avx512 && widened_node(dst, &b32, &d32, true)) {
         fast = std::max(fast, widened_bytes(b) + ggml_cpu_mul_mat_x86_work_size(&d32, n_threads) + MM_ALIGN);
     }
     return std::max(portable, fast);
@@ -234,35 +238,18 @@ void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_
     GGML_ASSERT(params->wsize >= need && "mul_mat: work buffer too small");
     char * wbase = params->wdata ? align_ptr(params->wdata) : nullptr;
 
-    // Phase 1: activations whose rows are not packed F32 are converted once, shared by all threads.
-    const bool    conv   = src1_needs_conversion(b);
-    const float * b_conv = nullptr;
-    if (conv) {
+    // Activations whose rows are not packed F32 are widened per block and K chunk (below).
+    const bool conv     = src1_needs_conversion(b);
+    float *    wscratch = nullptr;
+    float *    xscratch = nullptr;
+    if (a->type != GGML_TYPE_F32 || conv) {
         GGML_ASSERT(wbase != nullptr);
-        float * out = (float *) wbase;
-        const int64_t nrows = M * B2 * B3;
-        int64_t r0, r1;
-        ggml_cpu_split_range(nrows, ith, nth, &r0, &r1);
-        const size_t esz = ggml_type_size(b->type);
-        for (int64_t r = r0; r < r1; ++r) {
-            int64_t i1, i2, i3;
-            ggml_cpu_row_coords(r, b->ne, &i1, &i2, &i3);
-            const char * src = (const char *) b->data + i1 * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
-            if (b->nb[0] == esz) {
-                widen_row(b->type, src, out + r * K, K);
-            } else {
-                widen_row_strided(b->type, src, b->nb[0], out + r * K, K);
-            }
+        float * t = (float *) (wbase + (size_t) ith * thread_scratch_bytes(a, b));
+        if (a->type != GGML_TYPE_F32) {
+            wscratch = t;
+            t += align_up((size_t) (MM_NB_MAX * MM_KC) * sizeof(float), MM_ALIGN) / sizeof(float);
         }
-        // every thread must reach the barrier, so no early abort return before it
-        ggml_cpu_barrier(params);
-        b_conv = out;
-    }
-
-    float * wscratch = nullptr;
-    if (a->type != GGML_TYPE_F32) {
-        GGML_ASSERT(wbase != nullptr);
-        wscratch = (float *) (wbase + src1_conv_bytes(b) + (size_t) ith * thread_scratch_bytes(a));
+        if (conv) xscratch = t;
     }
 
     // Phase 2: blocks of the output.
@@ -308,7 +295,14 @@ void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_
             }
             for (int64_t m = 0; m < mm; ++m) {
                 if (conv) {
-                    brow[m] = b_conv + ((i3 * B2 + i2) * M + m0 + m) * K + k0;
+                    const char * src = (const char *) b->data + (m0 + m) * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+                    float *      x   = xscratch + m * MM_KC;
+                    if (b->nb[0] == ggml_type_size(b->type)) {
+                        widen_row(b->type, src + k0 * b->nb[0], x, kc);
+                    } else {
+                        widen_row_strided(b->type, src + k0 * b->nb[0], b->nb[0], x, kc);
+                    }
+                    brow[m] = x;
                 } else {
                     brow[m] = (const float *) ((const char *) b->data + (m0 + m) * b->nb[1] + i2 * b->nb[2] +
                                                i3 * b->nb[3]) +
