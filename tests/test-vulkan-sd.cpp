@@ -15,6 +15,7 @@
 #include "vulkan/int8.h"
 #include "vulkan/norm_quant.h"
 #include "vulkan/rope.h"
+#include "vulkan/vk_service.h"
 
 #include "model/krea2.h"
 #include "model/runner.h"
@@ -128,6 +129,10 @@ std::vector<uint8_t> input_bytes(const ggml_tensor * t, fill kind) {
     std::mt19937         rng(seed);
     const size_t         n = ggml_nelements(t);
     std::vector<uint8_t> bytes(ggml_nbytes(t));
+    if (t->type == GGML_TYPE_I32) { // positions 0, 1, ..., 255, 0, ...
+        for (size_t i = 0; i < n; ++i) ((int32_t *) bytes.data())[i] = (int32_t) (i % 256);
+        return bytes;
+    }
     if (t->type == GGML_TYPE_I8) {
         std::uniform_int_distribution<int> d(kind == fill::int8_weight ? -127 : -128, 127);
         for (size_t i = 0; i < n; ++i) bytes[i] = (uint8_t) (int8_t) d(rng);
@@ -284,6 +289,34 @@ TEST_F(VulkanSd, QuantizeConvRotBitIdenticalToCpu) {
         ASSERT_TRUE(cpu.ok && vk.ok);
         expect_all_on_vulkan(vk, {SD_VK_KERNEL_QUANTIZE_I8});
         expect_packed_equal(cpu.out, vk.out, p.K, p.rows);
+    }
+}
+
+// The real model widths (Krea2: hidden 3072 / 6144, MLP 8192 / 16384, and 16384 + 256, which
+// leaves a ragged last round of groups across the lanes of a row). lavapipe's LLVM back end
+// stops every loop of a shader invocation once the invocation's loops have run 65,535
+// iterations in total (gallivm's loop limiter), silently; the former one-row-per-invocation
+// quantizer lost the tail of rows from K = 8192 on (left unwritten: garbage that changed from run
+// to run). A handful of rows keeps these cheap; the special rows (zeros, Inf, NaN, huge, tiny)
+// are in every case.
+const int64_t k_real_widths[] = {3072, 6144, 8192, 16384, 16640};
+
+TEST_F(VulkanSd, QuantizeConvRotRealWidthsBitIdenticalToCpu) {
+    for (const int64_t K : k_real_widths) {
+        for (const int group : {256, 64, 16, 4, 1}) {
+            // every group at 16384 + 256 (the longest loops), G = 256 (the model's) at every width
+            if (group != 256 && K != 16640) continue;
+            const int64_t rows = K == 16640 ? 7 : 9;
+            SCOPED_TRACE("K " + std::to_string(K) + " rows " + std::to_string(rows) + " group " + std::to_string(group));
+            const builder b = [&](graph_case & g) {
+                ggml_tensor * x = g.input("xw", GGML_TYPE_F32, {K, rows}, fill::special_rows);
+                return ggml_quantize_i8_convrot(g.ctx, x, group);
+            };
+            const run_result cpu = run(false, b), vk = run(true, b);
+            ASSERT_TRUE(cpu.ok && vk.ok);
+            expect_all_on_vulkan(vk, {SD_VK_KERNEL_QUANTIZE_I8});
+            expect_packed_equal(cpu.out, vk.out, K, rows);
+        }
     }
 }
 
@@ -1017,6 +1050,225 @@ TEST_F(VulkanSd, Krea2Int8BlockOnVulkanMatchesCpu) {
            dev_out, dev_upd);
     EXPECT_LT(dev_upd, 1e-2);
     EXPECT_GT(dev_upd, 0.0) << "identical bits: did anything run on Vulkan?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real widths (issue 25): every sd Vulkan kernel and fusion at the model's row widths
+// (k_real_widths) with a handful of rows, and the native row ops the Krea2 block runs at real
+// sizes. lavapipe silently stops an invocation's loops after 65,535 iterations in total, so a
+// kernel that loops over a whole long row in one invocation is wrong only at these widths.
+
+// The quantizer at the longest rows its loop budget admits on this device (the host estimate of
+// a lane's loop iterations, sd_vulkan_quant_lane_iterations, at or just under
+// sd_vk::kLoopBudget): still bit-identical, so the estimate keeps clear of the driver's cap; one
+// step longer is declined and the node runs on the CPU with the same result.
+TEST_F(VulkanSd, QuantizeConvRotAtTheLoopBudget) {
+    ggml_backend_dev_t dev = ggml_backend_get_device(backends::get().vk);
+    for (const int group : {256, 1}) {
+        const int64_t step = group < 16 ? 16 : group;
+        int64_t       K    = step;
+        while (sd_vulkan_quant_lane_iterations(dev, K + step, group, false) <= sd_vk::kLoopBudget) K += step;
+        for (const int64_t k : {K, K + step}) {
+            SCOPED_TRACE("K " + std::to_string(k) + " group " + std::to_string(group));
+            const builder b = [&](graph_case & g) {
+                ggml_tensor * x = g.input("xb", GGML_TYPE_F32, {k, 3}, fill::normal);
+                return ggml_quantize_i8_convrot(g.ctx, x, group);
+            };
+            const run_result cpu = run(false, b), vk = run(true, b);
+            ASSERT_TRUE(cpu.ok && vk.ok);
+            bool on_cpu = false;
+            for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
+            EXPECT_EQ(on_cpu, k > K) << "the budget's boundary";
+            expect_packed_equal(cpu.out, vk.out, k, 3);
+        }
+    }
+}
+
+// Quantized bytes of two packed tensors at most 1 apart (rows 4 and 5 of fill::special_rows
+// skipped: see ModulationQuantizeFusionEqualsUnfused).
+void expect_within_one_step(const std::vector<uint8_t> & cpu, const std::vector<uint8_t> & vk, int64_t K, int64_t rows,
+                            bool skip_extreme_rows) {
+    size_t off_by_more = 0;
+    for (size_t i = 0; i < (size_t) (K * rows); ++i) {
+        const int64_t r = (int64_t) i / K;
+        if (skip_extreme_rows && (r == 4 || r == 5)) continue;
+        off_by_more += std::abs((int) (int8_t) cpu[i] - (int) (int8_t) vk[i]) > 1;
+    }
+    EXPECT_EQ(off_by_more, 0u) << "quantized values more than 1 apart from the CPU chain";
+}
+
+TEST_F(VulkanSd, ModulationQuantizeRealWidths) {
+    for (const int64_t K : k_real_widths) {
+        SCOPED_TRACE("K " + std::to_string(K));
+        const int64_t    rows  = 7;
+        const builder    b     = [&](graph_case & g) { return build_modulation(g, K, rows, 256, 0); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        const run_result cpu = run(false, b);
+        ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+        expect_packed_equal(plain.out, fused.out, K, rows);
+        expect_within_one_step(cpu.out, fused.out, K, rows, true);
+    }
+    // the small groups at the longest width (ragged last step per lane)
+    for (const int group : {1, 4, 16, 64}) {
+        SCOPED_TRACE("K 16640 group " + std::to_string(group));
+        const builder    b     = [&](graph_case & g) { return build_modulation(g, 16640, 5, group, 0); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        ASSERT_TRUE(fused.ok && plain.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+        expect_packed_equal(plain.out, fused.out, 16640, 5);
+    }
+}
+
+// The INT8 linear at the real input widths: F32 activations quantized in the workspace, the
+// packed ConvRot input, and the gate / residual epilogue; bit-identical to the CPU.
+TEST_F(VulkanSd, LinearI8RealWidthsBitIdenticalToCpu) {
+    for (const int64_t K : k_real_widths) {
+        for (const int kind : {SD_LINEAR_I8_INPUT_F32, SD_LINEAR_I8_INPUT_PACKED}) {
+            const linear_param p = {K, 67, 5, kind, 256, true, true};
+            SCOPED_TRACE("K " + std::to_string(K) + " kind " + std::to_string(kind));
+            const builder    b   = [&](graph_case & g) { return build_epilogue(g, p, true, 0, false); };
+            const run_result cpu = run(false, b), vk = run(true, b);
+            ASSERT_TRUE(cpu.ok && vk.ok);
+            std::vector<std::string> want = {SD_VK_KERNEL_LINEAR_I8_GATE_RES};
+            if (kind == SD_LINEAR_I8_INPUT_PACKED) want.push_back(SD_VK_KERNEL_QUANTIZE_I8);
+            expect_all_on_vulkan(vk, want);
+            expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "gate-residual linear output");
+        }
+    }
+}
+
+// GEMM -> SwiGLU -> ConvRot with the product at the real MLP widths (the quantizer then runs on
+// rows of N), and the GEMM at the longest K: fused == unfused on the device, and within one
+// quantization step of the CPU chain (the native SILU's exp rounds differently).
+TEST_F(VulkanSd, SwigluQuantRealWidths) {
+    const linear_param cases[] = {
+        {256, 8192, 5, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+        {256, 16640, 5, SD_LINEAR_I8_INPUT_PACKED, 256, true, false},
+        {16640, 256, 5, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+    };
+    for (const linear_param & p : cases) {
+        SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N));
+        const builder    b     = [&](graph_case & g) { return build_swiglu(g, p, 0, true, false); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        const run_result cpu = run(false, b);
+        ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_LINEAR_I8_SWIGLU});
+        expect_packed_equal(plain.out, fused.out, p.N, p.rows);
+        // rows 1.. of fill::special_rows make non-finite / zero products whose rows agree anyway
+        expect_within_one_step(cpu.out, fused.out, p.N, p.rows, true);
+    }
+}
+
+// sd.rope_apply.v1 and the RMS_NORM -> MUL -> RoPE fusion at the real block size: head dim 128,
+// 48 heads (hidden 6144), 1024 tokens: standalone bit-identical to the CPU, fused == unfused.
+TEST_F(VulkanSd, RopeRealSize) {
+    const rope_param p = {128, 48, 1024, 1, 64, SD_ROPE_SPLIT_HALF, true};
+    const builder    b = [&](graph_case & g) { return sd_rope_apply(g.ctx, rope_input(g, p), rope_pe(g, p), p.mode); };
+    const run_result cpu = run(false, b), vk = run(true, b);
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    expect_all_on_vulkan(vk, {SD_VK_KERNEL_ROPE_APPLY});
+    expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "rope output");
+    const builder    bn    = [&](graph_case & g) { return build_norm_rope(g, p, false); };
+    const run_result fused = run(true, bn);
+    run_result       plain;
+    {
+        fusion_off_scope off;
+        plain = run(true, bn);
+    }
+    ASSERT_TRUE(fused.ok && plain.ok);
+    expect_all_on_vulkan(fused, {SD_VK_KERNEL_RMS_NORM_MUL_ROPE});
+    expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
+}
+
+// max |a - b| / max(1, max |a|) over two F32 outputs (NaN anywhere: infinity)
+double rel_max_diff(const std::vector<uint8_t> & a, const std::vector<uint8_t> & b) {
+    const float * x = (const float *) a.data();
+    const float * y = (const float *) b.data();
+    double        m = 0.0, r = 1.0;
+    for (size_t i = 0; i < a.size() / 4; ++i) {
+        const double d = std::fabs((double) x[i] - (double) y[i]);
+        if (!(d == d)) return INFINITY;
+        m = std::max(m, d);
+        r = std::max(r, (double) std::fabs(x[i]));
+    }
+    return m / r;
+}
+
+// The native Vulkan row ops (ggml-vulkan rows.comp: one subgroup per row, lanes looping over the
+// row) and RoPE, at the real widths and at the block's full size (4096 tokens x 6144), against
+// the CPU backend (float rounding apart: reductions in a different order).
+TEST_F(VulkanSd, NativeRowOpsRealWidths) {
+    struct rcase {
+        int64_t ne0, rows;
+        int     ops; // bit i: op i (0 RMS_NORM, 1 NORM, 2 SOFT_MAX with a mask, 3 RoPE NEOX)
+    };
+    std::vector<rcase> cases;
+    for (const int64_t K : k_real_widths) cases.push_back({K, 7, 15});
+    cases.push_back({6144, 4096, 1}); // the block's RMS norms: 4096 tokens x hidden 6144
+    cases.push_back({4096, 1024, 4}); // attention scores: 4096 keys, 1024 query rows
+    for (const rcase & c : cases) {
+        for (int op = 0; op < 4; ++op) {
+            if (!(c.ops >> op & 1)) continue;
+            SCOPED_TRACE("ne0 " + std::to_string(c.ne0) + " rows " + std::to_string(c.rows) + " op " + std::to_string(op));
+            const builder b = [&](graph_case & g) -> ggml_tensor * {
+                ggml_tensor * x = g.input("nx", GGML_TYPE_F32, {c.ne0, c.rows}, fill::normal);
+                switch (op) {
+                    case 0: return ggml_rms_norm(g.ctx, x, 1e-6f);
+                    case 1: return ggml_norm(g.ctx, x, 1e-6f);
+                    case 2: {
+                        ggml_tensor * m = g.input("nm", GGML_TYPE_F32, {c.ne0, c.rows}, fill::normal);
+                        return ggml_soft_max_ext(g.ctx, x, m, 0.125f, 0.0f);
+                    }
+                    default: {
+                        // NEOX RoPE over heads of 128 (the row split into heads, one position per row)
+                        ggml_tensor * x3  = ggml_reshape_3d(g.ctx, x, 128, c.ne0 / 128, c.rows);
+                        ggml_tensor * pos = g.input("np", GGML_TYPE_I32, {c.rows}, fill::normal);
+                        return ggml_rope_ext(g.ctx, x3, pos, nullptr, 128, GGML_ROPE_TYPE_NEOX, 4096, 10000.0f, 1.0f,
+                                             0.0f, 1.0f, 0.0f, 0.0f);
+                    }
+                }
+            };
+            const run_result cpu = run(false, b), vk = run(true, b);
+            ASSERT_TRUE(cpu.ok && vk.ok);
+            expect_all_on_vulkan(vk, {});
+            // sin / cos of the device differ more than the reductions' summation order
+            EXPECT_LE(rel_max_diff(cpu.out, vk.out), op == 3 ? 1e-4 : 1e-5) << "Vulkan vs CPU";
+        }
+    }
+}
+
+// Native FLASH_ATTN_EXT (ggml-vulkan flash_attn.comp: one subgroup per few queries, looping over
+// every key) with the key counts of real token counts, head dim 128, a few queries.
+TEST_F(VulkanSd, NativeFlashAttnLongKv) {
+    for (const int64_t n_kv : {1024, 4096, 16384}) {
+        SCOPED_TRACE("n_kv " + std::to_string(n_kv));
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * q = g.input("fq", GGML_TYPE_F32, {128, 5, 2, 1}, fill::normal);
+            ggml_tensor * k = g.input("fk", GGML_TYPE_F32, {128, n_kv, 1, 1}, fill::normal);
+            ggml_tensor * v = g.input("fv", GGML_TYPE_F32, {128, n_kv, 1, 1}, fill::normal);
+            return ggml_flash_attn_ext(g.ctx, q, k, v, nullptr, 0.0884f, 0.0f, 0.0f);
+        };
+        const run_result cpu = run(false, b), vk = run(true, b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        expect_all_on_vulkan(vk, {});
+        EXPECT_LE(rel_max_diff(cpu.out, vk.out), 1e-4) << "Vulkan vs CPU";
+    }
 }
 
 // RMS_NORM -> MUL -> RoPE -> [SCALE] -> [CPY to F16]: fusion on == off bit for bit, and the

@@ -9,7 +9,8 @@
 // the CPU's steps in the CPU's order, each rounded separately.
 //
 // Supported (anything else declines, and the scheduler runs the node elsewhere, e.g. the CPU):
-// K % 4 == 0 (32-bit words), ConvRot groups 1..256 (F32 inputs and the quantizer), packed and
+// K % 4 == 0 (32-bit words), ConvRot groups 1..256 (F32 inputs and the quantizer; rows whose
+// per-lane loop count is within sd_vk::kLoopBudget, i.e. K up to ~170k at 8 lanes), packed and
 // plain I8 inputs (any group: the packed layout does not depend on it), every tensor within one
 // storage-buffer binding window. Outputs that overlap an input are computed into the workspace
 // and copied (the service's copy), so any allocator reuse is safe.
@@ -38,7 +39,6 @@ namespace {
 
 using sd_vk::bound;
 
-constexpr uint32_t kQuantLocal  = 16; // rows per quantizer workgroup (one row per invocation)
 constexpr uint32_t kLinearLocal = 64; // 4 x 4 output tiles per GEMM workgroup
 constexpr int64_t  kTile        = 4;
 
@@ -77,10 +77,10 @@ ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound &
     pc.prows     = (uint32_t) prows;
     pc.scale_off = (uint32_t) (K * prows / 4);
     pc.gscale    = 1.0f / sqrtf((float) group); // the CPU kernel's expression (exact: a power of 2)
-    const uint32_t spec[2] = {kQuantLocal, (uint32_t) group};
-    uint32_t       groups[3];
-    sd_vk::grid_1d(backend, (uint64_t) ((prows + kQuantLocal - 1) / kQuantLocal), groups);
-    const bound * b[2] = {&x, &dst};
+    uint32_t wg = 0, groups[3];
+    sd_vk::subgroup_grid(backend, (uint64_t) prows, wg, groups); // one subgroup per row
+    const uint32_t spec[2] = {wg, (uint32_t) group};
+    const bound *  b[2]    = {&x, &dst};
     return sd_vk::dispatch(backend, "quantize_i8_convrot", b, 2, spec, 2, &pc, sizeof(pc), groups);
 }
 
@@ -93,6 +93,20 @@ bool quant_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
 
 } // namespace
 
+uint64_t sd_vulkan_quant_lane_iterations(ggml_backend_dev_t dev, int64_t K, int group, bool with_norm) {
+    // convrot.glsl: a step is max(G, 16) values (V = step / 4 vec4); per step and pass the load
+    // loop runs V times, the stages s >= 4 V / 4 each (at most 3), the amax or packing loop V
+    // times, so both passes stay under 6 V + 8 per step. Per row: the zero / padding writes (K / 4
+    // words), the norm's reduction (K values) split over the lanes, and a constant for the
+    // scale's integer divisions (about 80 iterations) and the loop heads.
+    const uint64_t lanes = sd_vk::min_subgroup_size(dev);
+    const uint64_t step = (uint64_t) (group < 16 ? 16 : group), V = step / 4;
+    const uint64_t steps = ((uint64_t) K + step * lanes - 1) / (step * lanes);
+    uint64_t       n     = steps * (6 * V + 8) + ((uint64_t) K / 4 + lanes - 1) / lanes + 256;
+    if (with_norm) n += ((uint64_t) K + lanes - 1) / lanes;
+    return n;
+}
+
 bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node) {
     if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
     const ggml_tensor * x = node->src[0];
@@ -102,6 +116,7 @@ bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * no
     const int64_t K = x->ne[0], rows = rows_of(x);
     if (!shader_group(at.group) || K <= 0 || K % at.group != 0 || K % 4 != 0) return false;
     if (K > UINT32_MAX / 4 || rows <= 0 || ggml_nelements(x) > INT32_MAX) return false;
+    if (sd_vulkan_quant_lane_iterations(dev, K, at.group, false) > sd_vk::kLoopBudget) return false;
     if (node->type != GGML_TYPE_I8 || !ggml_is_contiguous(node) || node->ne[0] != K ||
         node->ne[1] != packed_ne1(K, rows) || node->ne[2] != 1 || node->ne[3] != 1)
         return false;
@@ -184,6 +199,7 @@ bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
         case SD_LINEAR_I8_INPUT_F32: {
             const int g = at.group <= 1 ? 1 : at.group;
             return x->type == GGML_TYPE_F32 && rows_of(x) == rows && shader_group(g) && K % g == 0 && !s.iscale &&
+                   sd_vulkan_quant_lane_iterations(dev, K, g, false) <= sd_vk::kLoopBudget &&
                    sd_vk::fits_binding(dev, (uint64_t) (K * pad_up(rows, 4) + 4 * rows));
         }
         case SD_LINEAR_I8_INPUT_PACKED:

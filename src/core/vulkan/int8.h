@@ -17,6 +17,12 @@ bool sd_vulkan_register_int8(ggml_backend_dev_t dev);
 // that end in a quantize node accept exactly these.
 bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node);
 
+// Estimated loop iterations of one invocation (lane) of the row-per-subgroup ConvRot quantizer
+// (quantize_i8_convrot.comp; with_norm: modulation_quantize.comp's RMS-norm reduction too) for
+// rows of K values and ConvRot group `group` on dev, rounded up. Kernels decline rows above
+// sd_vk::kLoopBudget (vk_service.h: lavapipe silently stops loops past 65,535 iterations).
+uint64_t sd_vulkan_quant_lane_iterations(ggml_backend_dev_t dev, int64_t K, int group, bool with_norm);
+
 // Kernel names (plan introspection, tests)
 #define SD_VK_KERNEL_QUANTIZE_I8         "sd.vulkan.quantize_i8_convrot"
 #define SD_VK_KERNEL_LINEAR_I8           "sd.vulkan.linear_i8"

@@ -60,6 +60,9 @@ bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, mod_chain &
     if (q->src[0] != add2 || (dev && !sd_vulkan_quantize_supported(dev, q))) return false;
     memcpy(&c.eps, norm->op_params, sizeof(float));
     if (!dev) return true;
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(q, &at, sizeof(at));
+    if (sd_vulkan_quant_lane_iterations(dev, K, at.group, true) > sd_vk::kLoopBudget) return false;
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
     return info && info->subgroup_basic && info->subgroup_arithmetic && info->subgroup_size > 0;
 }
@@ -123,12 +126,9 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
     pc.scale_off = (uint32_t) (K * prows / 4);
     pc.gscale    = 1.0f / sqrtf((float) at.group);
     pc.eps       = c.eps;
-    const ggml_ext_vulkan_device_info * info = sd_vk::device_info(ggml_backend_get_device(backend));
-    const uint32_t sgs = info->subgroup_size, wg = 4 * sgs <= info->max_workgroup_invocations ? 4 * sgs : sgs;
-    uint64_t       n   = ((uint64_t) prows + wg - 1) / wg; // a subgroup takes sgs rows: wg rows per workgroup
-    if (n > info->max_workgroup_count[0]) n = info->max_workgroup_count[0]; // grid-stride loop covers the rest
-    const uint32_t groups[3] = {(uint32_t) n, 1, 1};
-    const uint32_t spec[2]   = {wg, (uint32_t) at.group};
+    uint32_t wg = 0, groups[3];
+    sd_vk::subgroup_grid(backend, (uint64_t) prows, wg, groups); // one subgroup per row
+    const uint32_t spec[2] = {wg, (uint32_t) at.group};
     const bound *  b[5]      = {&bx, &bw, &bm, &bs, &bt};
     s = sd_vk::dispatch(backend, "modulation_quantize", b, 5, spec, 2, &pc, sizeof(pc), groups);
     if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bo, bt);

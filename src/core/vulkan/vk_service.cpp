@@ -139,4 +139,22 @@ void grid_1d(ggml_backend_t backend, uint64_t n, uint32_t groups[3]) {
     groups[2]           = 1;
 }
 
+uint32_t min_subgroup_size(ggml_backend_dev_t dev) {
+    const ggml_ext_vulkan_device_info * info = device_info(dev);
+    if (!info) return 1;
+    const uint32_t s = info->subgroup_min_size ? info->subgroup_min_size : info->subgroup_size;
+    return s ? s : 1;
+}
+
+void subgroup_grid(ggml_backend_t backend, uint64_t items, uint32_t & wg, uint32_t groups[3]) {
+    const ggml_ext_vulkan_device_info * info = device_info(ggml_backend_get_device(backend));
+    uint32_t sg_max = info ? (info->subgroup_max_size ? info->subgroup_max_size : info->subgroup_size) : 1;
+    if (sg_max == 0) sg_max = 1;
+    const uint32_t max_inv = info && info->max_workgroup_invocations ? info->max_workgroup_invocations : 128;
+    // four subgroups of the largest size (powers of two: also a whole number of any smaller one)
+    wg = 4 * sg_max <= max_inv ? 4 * sg_max : sg_max;
+    const uint64_t per_wg = wg / sg_max; // subgroups per workgroup at the largest size: the fewest
+    grid_1d(backend, (items + per_wg - 1) / per_wg, groups);
+}
+
 } // namespace sd_vk

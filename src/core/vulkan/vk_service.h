@@ -56,4 +56,22 @@ bool fusion_enabled();
 // Splits n workgroups into an (x, y) grid within the device's per-dimension limit.
 void grid_1d(ggml_backend_t backend, uint64_t n, uint32_t groups[3]);
 
+// Loop budget. lavapipe (Mesa's gallivm) ends every loop of a shader invocation, silently, once
+// the invocation's loops have run 65,535 iterations in total (one loop limiter per invocation,
+// shared by all its loops: the remaining work is skipped and its outputs are never written).
+// Kernels whose per-invocation loop count grows with the shape estimate it from the shape,
+// rounding up, and decline work above this budget, half the cap (the estimates do not count
+// every loop a compiler may add). Declined nodes run on another backend (the CPU).
+constexpr uint64_t kLoopBudget = 32768;
+
+// The fewest lanes a subgroup of dev may have in a compute shader (subgroup_min_size with
+// VK_EXT_subgroup_size_control, else the subgroup size; 1 when unknown). Per-lane loop counts of
+// row-per-subgroup kernels are estimated with it.
+uint32_t min_subgroup_size(ggml_backend_dev_t dev);
+
+// Geometry for one subgroup per item (row-per-subgroup kernels with a grid-stride loop over
+// items): a workgroup of a few subgroups and enough workgroups for at least one subgroup per item
+// whatever subgroup size the driver picks (so no subgroup takes more than one item).
+void subgroup_grid(ggml_backend_t backend, uint64_t items, uint32_t & wg, uint32_t groups[3]);
+
 } // namespace sd_vk

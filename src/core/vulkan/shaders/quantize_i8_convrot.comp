@@ -1,17 +1,35 @@
 #version 450
-// quantize_i8_convrot.comp — sd.quantize_i8_convrot.v1: each invocation rotates (regular
-// Hadamard, groups of G <= 256 values) and quantizes one whole row, with the CPU portable
-// kernel's operation order (int8-convrot-facts.md), so bytes and scales are bit-identical.
-// One row per invocation: no barriers or shared memory (lavapipe charges ~0.25 ms per workgroup
-// that synchronises). Pass 1 takes the amax of the rotated row, pass 2 rotates again and
-// quantizes (no per-row scratch beyond one group). Invocations past the last row write the zero
-// padding rows up to pad4(rows).
+// quantize_i8_convrot.comp — sd.quantize_i8_convrot.v1: rotates (regular Hadamard, groups of
+// G <= 256 values) and quantizes rows, with the CPU portable kernel's operation order
+// (int8-convrot-facts.md), so bytes and scales are bit-identical.
 //
-// Bindings: 0 x (F32 rows of K), 1 out (the packed tensor as 32-bit words). K % 4 == 0.
+// One subgroup per row: lane l takes the row's groups l, l + sgs, l + 2 sgs, ... (convrot.glsl
+// rotates one group in registers). Pass 1 takes each lane's amax of its rotated groups, one
+// subgroupMax makes it the row's (max is exact in any order, so the scale is the CPU's); pass 2
+// rotates again and quantizes (no per-row scratch). No shared memory and no barrier: lavapipe
+// charges ~0.25 ms per workgroup that synchronises.
+//
+// Why not one row per invocation (the former shape): lavapipe's gallivm stops an invocation's
+// loops, silently, once they have run 65,535 iterations in total (one loop limiter per shader
+// invocation, shared by all its loops), and a whole row of K = 8192 took more than that; the
+// tail of the row was never written. Spread over a subgroup, an invocation runs about
+// 2 * 2.75 * (G / 4) iterations per group it owns; the host (int8.cpp, quant_lane_iterations)
+// declines rows whose estimate exceeds a budget far below the cap (the CPU then runs the node).
+//
+// Rows are visited with a grid-stride loop over subgroups, so any subgroup size the driver picks
+// is correct; the host launches one subgroup per row at the device's subgroup size. Subgroups
+// past the last row write the zero padding rows up to pad4(rows).
+//
+// Bindings: 0 x (F32 rows of K), 1 out (the packed tensor as 32-bit words). K % max(G, 4) == 0.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 #include "int8_common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const int G = 256; // 1, 4, 16, 64 or 256 (K % max(G, 4) == 0)
+layout(constant_id = 1) const int G = 256; // 1, 4, 16, 64 or 256
+
+#include "convrot.glsl"
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) writeonly buffer O { uint o[]; };
@@ -26,87 +44,54 @@ layout(push_constant) uniform PC {
     float gscale;   // 1 / sqrt(G), computed on the host like the CPU kernel
 } pc;
 
-// values handled per step: whole groups, at least one 32-bit word of output (G = 1: 4 groups)
-const int C = G < 4 ? 4 : G;
-
-float v[256];
-
-// The rotation of one group in v[0..G), in the facts sheet's order: scale first, then the
-// butterfly stages s = 1, 4, 16, 64 with each sum evaluated left to right (precise: no
-// contraction or reassociation).
-void rotate_group() {
-    if (G == 1) return;
-    for (int i = 0; i < G; ++i) { precise float t = v[i] * pc.gscale; v[i] = t; }
-    for (int s = 1; s < G; s *= 4) {
-        for (int blk = 0; blk < G; blk += 4 * s) {
-            for (int j = 0; j < s; ++j) {
-                const int p = blk + j;
-                const float a = v[p], b = v[p + s], c = v[p + 2 * s], d = v[p + 3 * s];
-                precise float o0 = a + b + c - d;
-                precise float o1 = a + b - c + d;
-                precise float o2 = a - b + c + d;
-                precise float o3 = -a + b + c + d;
-                v[p] = o0; v[p + s] = o1; v[p + 2 * s] = o2; v[p + 3 * s] = o3;
-            }
-        }
+// Loads and rotates the step of C values starting at column c of the row at xb; columns past K
+// (a ragged last step, G < 16 only: K is a multiple of G and of 4) load as zeros.
+void load_step(uint xb, uint c) {
+    [[dont_unroll]] for (int i = 0; i < V; ++i) {
+        const uint col = c + uint(4 * i), b = xb + col;
+        v[i] = col < pc.K ? vec4(x[b], x[b + 1u], x[b + 2u], x[b + 3u]) : vec4(0.0);
+        rotate_first(i, pc.gscale);
     }
-}
-
-void load_group(uint base) {
-    for (int i = 0; i < C; ++i) v[i] = x[base + uint(i)];
+    rotate_rest();
 }
 
 void main() {
-    const uint r = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x +
-                   gl_LocalInvocationID.x;
-    if (r >= pc.prows) return;
+    const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize;
     const uint K = pc.K, wpr = K / 4u; // words per row
-    const uint ob = pc.o_off + r * wpr;
-    if (r >= pc.rows) { // zero padding row
-        for (uint w = 0u; w < wpr; ++w) o[ob + w] = 0u;
-        return;
-    }
-    const uint xb = pc.x_off + r * K;
-
-    // pass 1: amax (as bits: for non-negative floats the integer order is the float order, and
-    // max is exact in any order) and the non-finite flag
-    uint amax = 0u;
-    bool nonfinite = false;
-    for (uint g0 = 0u; g0 < K; g0 += uint(C)) {
-        load_group(xb + g0);
-        rotate_group();
-        for (int i = 0; i < C; ++i) {
-            const uint a = floatBitsToUint(v[i]) & 0x7fffffffu;
-            if (a >= 0x7f800000u) nonfinite = true;
-            amax = max(amax, a);
+    const uint first = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
+    const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
+    for (uint r = first; r < pc.prows; r += stride) {
+        const uint ob = pc.o_off + r * wpr;
+        if (r >= pc.rows) { // zero padding row
+            for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
+            continue;
         }
-    }
-    const uint so = pc.o_off + pc.scale_off + r;
-    if (nonfinite || amax == 0u) { // all zeros; scale NaN (non-finite row) or 0
-        for (uint w = 0u; w < wpr; ++w) o[ob + w] = 0u;
-        o[so] = nonfinite ? 0x7fc00000u : 0u;
-        return;
-    }
-    const uint s_bits = scale_bits(amax);
-    if (s_bits == 0u) { // amax / 127 rounds to zero: the CPU's s == 0 row
-        for (uint w = 0u; w < wpr; ++w) o[ob + w] = 0u;
-        o[so] = 0u;
-        return;
-    }
-    const float inv = uintBitsToFloat(inv_bits(s_bits));
+        const uint xb = pc.x_off + r * K;
 
-    // pass 2: rotate again, quantize, pack four bytes per word (little endian)
-    for (uint g0 = 0u; g0 < K; g0 += uint(C)) {
-        load_group(xb + g0);
-        rotate_group();
-        for (int i = 0; i < C; i += 4) {
-            uint word = 0u;
-            for (int k = 0; k < 4; ++k) {
-                precise float f = v[i + k] * inv;
-                word |= (uint(quant_value(f)) & 0xffu) << uint(8 * k);
-            }
-            o[ob + (g0 + uint(i)) / 4u] = word;
+        // pass 1: this lane's amax, then the row's (>= Inf bits: a non-finite value)
+        uint amax = 0u;
+        for (uint c = lane * uint(C); c < K; c += sgs * uint(C)) {
+            load_step(xb, c);
+            amax = max(amax, step_amax());
         }
+        amax = subgroupMax(amax);
+        const uint so = pc.o_off + pc.scale_off + r;
+        // amax / 127 rounding to zero is the CPU's s == 0 row
+        const uint s_bits = amax >= 0x7f800000u || amax == 0u ? 0u : scale_bits(amax);
+        if (s_bits == 0u) { // all zeros; scale NaN (non-finite row) or 0
+            for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
+            if (lane == 0u) o[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
+            continue;
+        }
+        const float inv = uintBitsToFloat(inv_bits(s_bits));
+
+        // pass 2: rotate again, quantize, pack four bytes per word (little endian)
+        for (uint c = lane * uint(C); c < K; c += sgs * uint(C)) {
+            load_step(xb, c);
+            const uint wb = ob + c / 4u;
+            [[dont_unroll]] for (int i = 0; i < V; ++i)
+                if (c / 4u + uint(i) < wpr) o[wb + uint(i)] = step_word(i, inv);
+        }
+        if (lane == 0u) o[so] = s_bits;
     }
-    o[so] = s_bits;
 }
