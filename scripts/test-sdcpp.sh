@@ -184,7 +184,11 @@ if [ "${SD_TEST_SDCPP:-0}" = 1 ]; then
 
     size=${SDCPP_CMP_SIZE:-256} steps=${SDCPP_CMP_STEPS:-4} runs=${SDCPP_CMP_RUNS:-3}
     step "compare: ${size}x$size, $steps steps, $runs runs each"
-    [ -x /usr/bin/time ] || fail "/usr/bin/time missing (apt-get install time)"
+    if [ ! -x /usr/bin/time ]; then # peak RSS: GNU time (Debian package `time`)
+        SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends time >/dev/null ||
+            fail "/usr/bin/time missing and apt-get install time failed"
+    fi
     if [ -x /work/shared/tools/wait-idle ]; then /work/shared/tools/wait-idle 5 300 || echo "(timing on a busy machine)"; fi
     for i in $(seq 1 "$runs"); do
         for v in upstream ours; do

@@ -23,6 +23,7 @@ cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
 scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
 scripts/test-install.sh
+scripts/test-sdcpp.sh # stable-diffusion.cpp (PyPI sdist) on the installed package: builds sd-cli, one 64x64 image
 if [ "${SD_TEST_UPSTREAM:-0}" = 1 ]; then scripts/test-upstream.sh; fi
 
 if ((sanitize)); then
