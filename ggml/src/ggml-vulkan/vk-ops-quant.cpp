@@ -13,6 +13,7 @@
 #include "vk-internal.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -108,6 +109,21 @@ bool dispatch(vk_stream & s, ggml_tensor * node, const char * shader, const std:
     return vk_stream_dispatch(s, vk_get_pipeline(s.dev, shader, spec), p, gx, gy, gz);
 }
 
+// mul_mat_q_sg.comp (lane-owned columns, broadcast weights, 16-byte activation loads) where it
+// pays: CPU drivers with 8-wide subgroups (lavapipe), where loads cost per lane and component.
+// Its preconditions: B F32 contiguous along K with 16-byte aligned rows, batches and base.
+// GGML_VK_MMQ=generic forces mul_mat_q.comp (tests run both).
+bool use_sg_kernel(vk_device * dev, const ggml_tensor * node) {
+    static const bool generic = [] {
+        const char * e = getenv("GGML_VK_MMQ");
+        return e && strcmp(e, "generic") == 0;
+    }();
+    const ggml_tensor * b = node->src[1];
+    if (generic || !dev->gemm_direct || dev->subgroup_size != 8 || b->type != GGML_TYPE_F32) return false;
+    if (b->nb[0] != sizeof(float) || vk_tensor_address(b) % 16 != 0) return false;
+    return b->nb[1] % 16 == 0 && b->nb[2] % 16 == 0 && b->nb[3] % 16 == 0;
+}
+
 // rows of A per invocation, invocations per workgroup (the workgroup covers WG * TM rows)
 constexpr int32_t MMQ_TM = 4;
 constexpr int32_t MMQ_WG = 64;
@@ -170,6 +186,16 @@ bool vk_quant_op_record(vk_stream & s, ggml_tensor * node) {
             gz > dev->props.limits.maxComputeWorkGroupCount[2]) {
             GGML_LOG_ERROR("ggml-vulkan: %s: quantized mul_mat grid exceeds the device's workgroup counts\n", node->name);
             return false;
+        }
+        if (use_sg_kernel(dev, node)) {
+            // mul_mat_q_sg.comp: 16 weight rows x 32 columns per 8-lane workgroup (the block of
+            // the F32 subgroup GEMM: 64 accumulators per lane)
+            const int32_t  ra = 2, tns = 4;
+            const uint64_t sx = ((uint64_t) a->ne[1] + 8 * ra - 1) / (8 * ra);
+            const uint64_t sy = ((uint64_t) b->ne[1] + 8 * tns - 1) / (8 * tns);
+            if (sx <= dev->props.limits.maxComputeWorkGroupCount[0] && sy <= dev->props.limits.maxComputeWorkGroupCount[1] &&
+                gz <= dev->props.limits.maxComputeWorkGroupCount[2])
+                return dispatch(s, node, "mul_mat_q_sg", {ra, tns, qt}, p, (uint32_t) sx, (uint32_t) sy, (uint32_t) gz);
         }
         return dispatch(s, node, "mul_mat_q", {(int32_t) wg, qt, (int32_t) b->type, MMQ_TM, tn}, p, (uint32_t) gx,
                         (uint32_t) gy, (uint32_t) gz);

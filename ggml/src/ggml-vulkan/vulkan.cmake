@@ -15,7 +15,7 @@ set(GGML_VK_GEN_DIR    ${CMAKE_CURRENT_BINARY_DIR}/ggml-vulkan-shaders)
 file(MAKE_DIRECTORY ${GGML_VK_GEN_DIR})
 
 # one SPIR-V module per shader file; variants are specialization constants, not recompiles
-set(GGML_VK_SHADERS elementwise glu rows mul_mat mul_mat_naive mul_mat_sg rope flash_attn mul_mat_q dequant)
+set(GGML_VK_SHADERS elementwise glu rows mul_mat mul_mat_naive mul_mat_sg rope flash_attn mul_mat_q mul_mat_q_sg dequant)
 file(GLOB GGML_VK_SHADER_HEADERS CONFIGURE_DEPENDS ${GGML_VK_SHADER_DIR}/*.glsl)
 
 set(_vk_incs "")

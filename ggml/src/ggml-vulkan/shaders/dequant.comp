@@ -5,6 +5,7 @@
 // Values are computed exactly as the library's dequantizers do (quant.glsl q_elem), then stored
 // with ggml's rounding: bit-identical to the CPU backend. Tensor.nb of the quantized source is in
 // BYTES; dst and the index tensor use element strides.
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "quant.glsl"
 

@@ -13,6 +13,9 @@
 // with barriers costs a fixed overhead, and the caches hold a workgroup's rows anyway.
 //
 // Tensor.nb of A is in BYTES (rows of blocks are only 2-byte aligned); B and dst use element strides.
+// [[unroll]] on the constant inner loops: lavapipe caps the iterations an invocation runs per loop
+// (65,535, then silently skips the rest); only the K loop (K / 32 iterations) may count
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "quant.glsl"
 
@@ -53,27 +56,27 @@ void main() {
     const uint U = K / 8u; // units of 8 weights; K is a multiple of 32, U of 4
     for (uint u0 = 0; u0 < U; u0 += 4u) {
         float part[TM * TN];
-        for (uint i = 0; i < TM * TN; i++) part[i] = 0.0;
-        for (uint u = u0; u < u0 + 4u; u++) {
+        [[unroll]] for (uint i = 0; i < TM * TN; i++) part[i] = 0.0;
+        [[unroll]] for (uint u = u0; u < u0 + 4u; u++) {
             float xv[TN * 8];
-            for (uint i = 0; i < TM; i++) {
+            [[unroll]] for (uint i = 0; i < TM; i++) {
                 const qunit q = q_unit(QT, a_addr, arow[i], u);
                 if (i == 0) {
-                    for (uint j = 0; j < TN; j++) {
-                        for (uint e = 0; e < 4u; e++) {
+                    [[unroll]] for (uint j = 0; j < TN; j++) {
+                        [[unroll]] for (uint e = 0; e < 4u; e++) {
                             xv[j * 8 + e]      = load_b(b_addr, brow[j] + (q.k.x + e) * b_nb0);
                             xv[j * 8 + 4 + e]  = load_b(b_addr, brow[j] + (q.k.y + e) * b_nb0);
                         }
                     }
                 }
-                for (uint j = 0; j < TN; j++) {
+                [[unroll]] for (uint j = 0; j < TN; j++) {
                     float s = part[j * TM + i];
-                    for (uint e = 0; e < 8u; e++) s = fma(q.w[e], xv[j * 8 + e], s);
+                    [[unroll]] for (uint e = 0; e < 8u; e++) s = fma(q.w[e], xv[j * 8 + e], s);
                     part[j * TM + i] = s;
                 }
             }
         }
-        for (uint i = 0; i < TM * TN; i++) acc[i] += part[i];
+        [[unroll]] for (uint i = 0; i < TM * TN; i++) acc[i] += part[i];
     }
 
     const uint d_base = i2 * d.nb[2] + i3 * d.nb[3];

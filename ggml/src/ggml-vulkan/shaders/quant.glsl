@@ -5,6 +5,8 @@
 // from two halves, bytes are shifted out of a half. Quantized tensors carry BYTE strides in
 // Tensor.nb (vk-ops-quant.cpp), not element strides.
 //
+// Users enable GL_EXT_control_flow_attributes ([[unroll]]: lavapipe caps loop iterations).
+//
 // Two decoders:
 // * q_elem: one element, computed with exactly the operations (and roundings) of the library's
 //   dequantizers (ggml-quants.cpp, compiled with -ffp-contract=off): get_rows / cpy must be
@@ -104,7 +106,7 @@ struct qunit {
 
 // q: 4 bytes of quants in a word -> 4 floats a * q + b (the fma rounding is fine for the GEMM)
 void q_run(inout float w[8], uint base, uint q4, float a, float b, int off) {
-    for (uint i = 0u; i < 4u; i++) w[base + i] = fma(a, float(int((q4 >> (8u * i)) & 0xFFu) + off), b);
+    [[unroll]] for (uint i = 0u; i < 4u; i++) w[base + i] = fma(a, float(int((q4 >> (8u * i)) & 0xFFu) + off), b);
 }
 
 qunit q_unit(const int t, uint64_t addr, uint ro, uint u) {
@@ -138,7 +140,7 @@ qunit q_unit(const int t, uint64_t addr, uint ro, uint u) {
         const uint bo = ro + b * 34u;
         const float d = q_f16(addr, bo);
         const uint q0 = q_u32(addr, bo + 2u + 8u * w), q1 = q_u32(addr, bo + 6u + 8u * w);
-        for (uint i = 0u; i < 4u; i++) {
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
             r.w[i]      = d * float((int(q0 << (24u - 8u * i))) >> 24);
             r.w[4u + i] = d * float((int(q1 << (24u - 8u * i))) >> 24);
         }
