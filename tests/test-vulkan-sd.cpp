@@ -1271,6 +1271,32 @@ TEST_F(VulkanSd, NativeFlashAttnLongKv) {
     }
 }
 
+// Past the loop budget of CPU implementations (vk-ops.cpp within_loop_budget): a SOFT_MAX row of
+// 180000 and flash attention over 65600 keys came back wrong from lavapipe (the loops cut off);
+// on lavapipe they are now declined and run on the CPU, with the CPU's result.
+TEST_F(VulkanSd, NativeOpsPastTheLoopBudgetRunOnCpu) {
+    const builder sm = [&](graph_case & g) {
+        return ggml_soft_max_ext(g.ctx, g.input("sx", GGML_TYPE_F32, {180000, 2}, fill::normal), nullptr, 0.125f, 0.0f);
+    };
+    const builder fa = [&](graph_case & g) {
+        ggml_tensor * q = g.input("fq", GGML_TYPE_F32, {128, 5, 2, 1}, fill::normal);
+        ggml_tensor * k = g.input("fk", GGML_TYPE_F32, {128, 65600, 1, 1}, fill::normal);
+        ggml_tensor * v = g.input("fv", GGML_TYPE_F32, {128, 65600, 1, 1}, fill::normal);
+        return ggml_flash_attn_ext(g.ctx, q, k, v, nullptr, 0.0884f, 0.0f, 0.0f);
+    };
+    const ggml_ext_vulkan_device_info * info = sd_vk::device_info(ggml_backend_get_device(backends::get().vk));
+    ASSERT_NE(info, nullptr);
+    const bool cpu_driver = info->is_cpu; // GPUs have no loop cap: no limit there
+    for (const builder * b : {&sm, &fa}) {
+        const run_result cpu = run(false, *b), vk = run(true, *b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        bool on_cpu = false;
+        for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
+        if (cpu_driver) EXPECT_TRUE(on_cpu) << "past the loop budget: should have been declined";
+        EXPECT_LE(rel_max_diff(cpu.out, vk.out), 1e-6);
+    }
+}
+
 // RMS_NORM -> MUL -> RoPE -> [SCALE] -> [CPY to F16]: fusion on == off bit for bit, and the
 // fused step covers the tail.
 TEST_F(VulkanSd, RmsNormMulRopeScaleF16FusionEqualsUnfused) {

@@ -351,12 +351,54 @@ void alibi(recorder & r, float max_bias, int64_t n_head, int fp_m0) {
 
 } // namespace
 
+namespace {
+
+// The loop budget of CPU implementations. lavapipe's gallivm ends all loops of a shader
+// invocation, silently, once they have run 65,535 iterations in total (one loop limiter per
+// invocation, shared by its loops): the rest of the work is skipped and its outputs are never
+// written. Measured on lavapipe: SOFT_MAX over rows of 180000 and FLASH_ATTN_EXT over 65600 keys
+// came back wrong. The shaders whose per-invocation loop count grows with a row (rows.comp) or
+// with the key count (flash_attn.comp) decline shapes whose estimate passes half the cap, so the
+// scheduler runs them elsewhere (the CPU); real model sizes are far below it (e.g. 4096 x 6144
+// RMS_NORM: 1,536 iterations per invocation). GPUs have no such cap: no limit there.
+constexpr uint64_t LOOP_BUDGET = 32768;
+
+bool within_loop_budget(vk_device * dev, const ggml_tensor * node) {
+    if (dev->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return true;
+    const uint64_t sg     = std::max<uint32_t>(1, dev->subgroup_size);
+    const uint64_t per_wg = std::max<uint64_t>(1, wg_size(dev, 4 * dev->subgroup_size) / sg); // per_row's grid
+    const uint64_t max_wg = std::min<uint64_t>(65535, dev->props.limits.maxComputeWorkGroupCount[0]);
+    // items one subgroup visits in per_row's grid-stride loop
+    auto per_subgroup = [&](uint64_t items) { return (items + max_wg * per_wg - 1) / (max_wg * per_wg); };
+    switch (node->op) {
+        case GGML_OP_NORM:
+        case GGML_OP_RMS_NORM:
+        case GGML_OP_SOFT_MAX: {
+            // rows.comp: at most four lane-strided loops over ne0 per row (SOFT_MAX: max, sum,
+            // write; an all-masked row a zero fill instead)
+            const uint64_t ne0 = (uint64_t) node->src[0]->ne[0];
+            return per_subgroup((uint64_t) ggml_nrows(node)) * (4 * ((ne0 + sg - 1) / sg) + 16) <= LOOP_BUDGET;
+        }
+        case GGML_OP_FLASH_ATTN_EXT: {
+            // flash_attn.comp: one iteration per key for each 4-query item (Mesa's NIR unrolls the
+            // loops over the head-dimension registers and the 4 queries; measured: 40000 keys
+            // exact, 65600 wrong), plus the setup and output loops
+            const ggml_tensor * q = node->src[0];
+            const uint64_t items = (uint64_t) ((q->ne[1] + 3) / 4) * q->ne[2] * q->ne[3];
+            return per_subgroup(items) * ((uint64_t) node->src[1]->ne[1] + 256) <= LOOP_BUDGET;
+        }
+        default: return true;
+    }
+}
+
+} // namespace
+
 bool vk_op_supported(vk_device * dev, const ggml_tensor * node) {
     if (ggml_op_is_empty(node->op)) return node->op == GGML_OP_NONE || node->op == GGML_OP_RESHAPE ||
                                            node->op == GGML_OP_VIEW || node->op == GGML_OP_PERMUTE ||
                                            node->op == GGML_OP_TRANSPOSE;
     if (vk_quant_node(node)) return vk_quant_op_supported(dev, node); // vk-ops-quant.cpp
-    return op_supported(dev, node) && srcs_addressable(node);
+    return op_supported(dev, node) && srcs_addressable(node) && within_loop_budget(dev, node);
 }
 
 size_t vk_op_max_dispatches(const ggml_tensor * node) {
