@@ -418,6 +418,38 @@ TEST_F(VulkanSd, LinearI8BitIdenticalToCpu) {
     }
 }
 
+// Real widths through every GEMM loop of linear_i8.comp (on lavapipe: MODE 1, the subgroup
+// broadcast kernel, with F32 chunks by default and int32 with SD_VK_LINEAR_I8=sg-int; MODE 0
+// with SD_VK_LINEAR_I8=tile4): K up to 16640 (the loop budget: K / 16 iterations of the outer
+// loop; F32 chunks of 1024 k values, so several chunk flushes), hidden 6144, and row / channel
+// counts that are not multiples of the 16 x 16 block. All bit-identical to the CPU.
+TEST_F(VulkanSd, LinearI8RealWidthsBothKernelsBitIdenticalToCpu) {
+    const linear_param cases[] = {
+        {3072, 40, 19, SD_LINEAR_I8_INPUT_I8, 0, true, true},
+        {6144, 33, 17, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
+        {16384, 18, 9, SD_LINEAR_I8_INPUT_I8, 0, true, false},
+        {16640, 7, 3, SD_LINEAR_I8_INPUT_PACKED, 256, false, true},
+        {48, 17, 33, SD_LINEAR_I8_INPUT_I8, 0, false, false}, // one block and one row / channel
+        {40, 9, 5, SD_LINEAR_I8_INPUT_I8, 0, true, true},     // K % 16 != 0: MODE 0 only
+    };
+    for (const char * mode : {"", "tile4", "sg-int"}) {
+        if (*mode) setenv("SD_VK_LINEAR_I8", mode, 1);
+        else unsetenv("SD_VK_LINEAR_I8");
+        for (const linear_param & p : cases) {
+            SCOPED_TRACE(std::string("kernel ") + (*mode ? mode : "default") + " K " + std::to_string(p.K) + " N " +
+                         std::to_string(p.N) + " rows " + std::to_string(p.rows) + " kind " + std::to_string(p.kind));
+            const builder    b   = [&](graph_case & g) { return build_linear(g, p); };
+            const run_result cpu = run(false, b), vk = run(true, b);
+            ASSERT_TRUE(cpu.ok && vk.ok);
+            std::vector<std::string> want = {SD_VK_KERNEL_LINEAR_I8};
+            if (p.kind == SD_LINEAR_I8_INPUT_PACKED) want.push_back(SD_VK_KERNEL_QUANTIZE_I8);
+            expect_all_on_vulkan(vk, want);
+            expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "linear output");
+        }
+    }
+    unsetenv("SD_VK_LINEAR_I8");
+}
+
 // K not a multiple of 4: declined, runs on the CPU, same result.
 TEST_F(VulkanSd, LinearOddKFallsBackToCpu) {
     const linear_param p   = {13, 5, 3, SD_LINEAR_I8_INPUT_I8, 0, true, true};
@@ -449,37 +481,6 @@ ggml_tensor * rope_input(graph_case & g, const rope_param & p) {
     if (!p.permuted) return g.input("rx", GGML_TYPE_F32, {p.d, p.H, p.L, p.N}, fill::normal);
     ggml_tensor * t = g.input("rxp", GGML_TYPE_F32, {p.d, p.L, p.H, p.N}, fill::normal);
     return ggml_permute(g.ctx, t, 0, 2, 1, 3); // [d, H, L, N] with nb1 > nb2
-}
-
-// Real widths through both GEMM loops of linear_i8.comp (on lavapipe: MODE 1, the subgroup
-// broadcast kernel, by default; MODE 0 with SD_VK_LINEAR_I8=tile4): K up to 16640 (the loop
-// budget: K / 16 iterations of the outer loop), hidden 6144, and row / channel counts that are not
-// multiples of the 16 x 16 block. Both bit-identical to the CPU.
-TEST_F(VulkanSd, LinearI8RealWidthsBothKernelsBitIdenticalToCpu) {
-    const linear_param cases[] = {
-        {3072, 40, 19, SD_LINEAR_I8_INPUT_I8, 0, true, true},
-        {6144, 33, 17, SD_LINEAR_I8_INPUT_PACKED, 256, true, true},
-        {16384, 18, 9, SD_LINEAR_I8_INPUT_I8, 0, true, false},
-        {16640, 7, 3, SD_LINEAR_I8_INPUT_PACKED, 256, false, true},
-        {48, 17, 33, SD_LINEAR_I8_INPUT_I8, 0, false, false}, // one block and one row / channel
-        {40, 9, 5, SD_LINEAR_I8_INPUT_I8, 0, true, true},     // K % 16 != 0: MODE 0 only
-    };
-    for (const char * mode : {"", "tile4"}) {
-        if (*mode) setenv("SD_VK_LINEAR_I8", mode, 1);
-        else unsetenv("SD_VK_LINEAR_I8");
-        for (const linear_param & p : cases) {
-            SCOPED_TRACE(std::string("kernel ") + (*mode ? mode : "default") + " K " + std::to_string(p.K) + " N " +
-                         std::to_string(p.N) + " rows " + std::to_string(p.rows) + " kind " + std::to_string(p.kind));
-            const builder    b   = [&](graph_case & g) { return build_linear(g, p); };
-            const run_result cpu = run(false, b), vk = run(true, b);
-            ASSERT_TRUE(cpu.ok && vk.ok);
-            std::vector<std::string> want = {SD_VK_KERNEL_LINEAR_I8};
-            if (p.kind == SD_LINEAR_I8_INPUT_PACKED) want.push_back(SD_VK_KERNEL_QUANTIZE_I8);
-            expect_all_on_vulkan(vk, want);
-            expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "linear output");
-        }
-    }
-    unsetenv("SD_VK_LINEAR_I8");
 }
 
 ggml_tensor * rope_pe(graph_case & g, const rope_param & p) {

@@ -31,8 +31,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -210,26 +210,19 @@ bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
     }
 }
 
-// Workspace: [quantized activations + scales (F32 input)] [staged output (overlap)]
-struct linear_layout {
-    uint64_t act_bytes = 0, stage_off = 0, stage_bytes = 0, total = 0;
-};
-
-linear_layout layout_of(const ggml_tensor * lin, const ggml_tensor * out) {
-    sd_linear_i8_attrs at{};
-    ggml_ext_get_attrs(lin, &at, sizeof(at));
-    const int64_t K = lin->src[0]->ne[0], rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
-    linear_layout l;
-    if (at.input_kind == SD_LINEAR_I8_INPUT_F32) l.act_bytes = (uint64_t) (K * pad_up(rows, 4) + 4 * rows);
-    l.stage_off   = (l.act_bytes + 255) & ~(uint64_t) 255;
-    l.stage_bytes = ggml_nbytes(out);
-    l.total       = l.stage_off + l.stage_bytes;
-    return l;
-}
 // linear_i8.comp MODE 1 (the subgroup-broadcast GEMM) block: 8 * kSgRowGroups rows x
 // 8 * kSgChannels channels per 8-lane workgroup (half the channels with SwiGLU's second
 // accumulator set). Measured on lavapipe (Zen 3): see use_subgroup_gemm.
 constexpr uint32_t kSgRowGroups = 2, kSgChannels = 2;
+constexpr bool     kSgFloatMac  = true;
+
+// MODE 1's multiply-add: F32 chunks (FMAC) or int32. SD_VK_LINEAR_I8=sg-int / sg-f32 picks one.
+bool sg_float_mac() {
+    const char * env = getenv("SD_VK_LINEAR_I8");
+    if (env && strcmp(env, "sg-int") == 0) return false;
+    if (env && strcmp(env, "sg-f32") == 0) return true;
+    return kSgFloatMac;
+}
 
 // MODE 1 where it pays and its preconditions hold: CPU drivers (lavapipe) with exactly 8-lane
 // subgroups and subgroupBroadcast, K % 16 == 0 and 16-byte aligned I8 operands (the 16-byte
@@ -248,6 +241,22 @@ bool use_subgroup_gemm(ggml_backend_t backend, int64_t K, std::initializer_list<
     return true;
 }
 
+// Workspace: [quantized activations + scales (F32 input)] [staged output (overlap)]
+struct linear_layout {
+    uint64_t act_bytes = 0, stage_off = 0, stage_bytes = 0, total = 0;
+};
+
+linear_layout layout_of(const ggml_tensor * lin, const ggml_tensor * out) {
+    sd_linear_i8_attrs at{};
+    ggml_ext_get_attrs(lin, &at, sizeof(at));
+    const int64_t K = lin->src[0]->ne[0], rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    linear_layout l;
+    if (at.input_kind == SD_LINEAR_I8_INPUT_F32) l.act_bytes = (uint64_t) (K * pad_up(rows, 4) + 4 * rows);
+    l.stage_off   = (l.act_bytes + 255) & ~(uint64_t) 255;
+    l.stage_bytes = ggml_nbytes(out);
+    l.total       = l.stage_off + l.stage_bytes;
+    return l;
+}
 
 struct linear_push {
     uint32_t w_off, a_off, sx_off, sw_off, b_off, y_off, g_off, r_off;
@@ -358,9 +367,10 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     pc.swu_off = bswu.words();
     pc.bu_off  = bbu.words();
     const uint64_t tiles   = (uint64_t) pc.n_tiles * (uint64_t) ((rows + kTile - 1) / kTile);
-    uint32_t spec[11] = {kLinearLocal,        src.wscale != nullptr, src.bias != nullptr,   gate != nullptr,
+    uint32_t spec[12] = {kLinearLocal,        src.wscale != nullptr, src.bias != nullptr,   gate != nullptr,
                          residual != nullptr, x.up != nullptr,       up.wscale != nullptr, up.bias != nullptr,
-                         0u,                  kSgRowGroups,          x.up ? kSgChannels / 2 : kSgChannels};
+                         0u,                  kSgRowGroups,          x.up ? kSgChannels / 2 : kSgChannels,
+                         sg_float_mac()};
     uint32_t groups[3];
     const uint64_t sg_cols = 8u * spec[10], sg_rows = 8u * kSgRowGroups;
     if (use_subgroup_gemm(backend, K, {&bw, &ba, x.up ? &bwu : &bw}) &&
@@ -375,7 +385,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
         sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
     }
     const bound * b[11] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br, &bwu, &bswu, &bbu};
-    s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 11, &pc, sizeof(pc), groups);
+    s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 12, &pc, sizeof(pc), groups);
     if (s != GGML_STATUS_SUCCESS) return s;
     if (x.quant) {
         sd_quantize_i8_attrs qat{};

@@ -46,6 +46,11 @@ layout(constant_id = 7) const bool UP_BIAS  = false;
 layout(constant_id = 8) const uint MODE     = 0u; // 0: 4x4 tiles per invocation; 1: subgroup broadcast
 layout(constant_id = 9) const uint RA       = 2u; // MODE 1: row groups of 8 per workgroup
 layout(constant_id = 10) const uint TC      = 2u; // MODE 1: channels per lane
+// MODE 1: multiply-add in F32 over chunks of 1024 k values, each chunk's sum then added to the
+// int32 accumulator. Exact: a product is at most 128 * 128 = 2^14 in magnitude, so every partial
+// sum of a chunk is an integer of magnitude <= 2^24, which F32 represents exactly (an F32 fma
+// is one vector instruction on lavapipe, an int32 multiply-add two).
+layout(constant_id = 11) const bool FMAC    = false;
 
 // SwiGLU keeps two accumulator sets: half as many channels per invocation (register pressure)
 const uint TR = 4u, TN = SWIGLU ? 2u : 4u;
@@ -182,24 +187,57 @@ void main_sg() {
     [[unroll]] for (uint i = 0u; i < 8u * RA; ++i)
         [[unroll]] for (uint j = 0u; j < TC; ++j) { acc[i][j] = 0; acc_u[i][j] = 0; }
 
-    for (uint q = 0u; q < qpr; ++q) {
-        int av[RA][16], wv[TC][16], uv[TC][16];
-        [[unroll]] for (uint i = 0u; i < RA; ++i) unpack16(a16[ar[i] + q], av[i]);
-        [[unroll]] for (uint j = 0u; j < TC; ++j) unpack16(w16[wr[j] + q], wv[j]);
-        if (SWIGLU)
-            [[unroll]] for (uint j = 0u; j < TC; ++j) unpack16(wu16[ur[j] + q], uv[j]);
-        [[unroll]] for (int kk = 0; kk < 16; kk++) {
-            // literal lane indices: GLSL wants a constant, lavapipe makes it one extract
-#define ROW(S)                                                                      \
-            [[unroll]] for (uint i = 0u; i < RA; ++i) {                                        \
-                const int x = subgroupBroadcast(av[i][kk], S);                      \
-                [[unroll]] for (uint j = 0u; j < TC; ++j) acc[8u * i + S][j] += x * wv[j][kk]; \
-                if (SWIGLU)                                                         \
-                    [[unroll]] for (uint j = 0u; j < TC; ++j) acc_u[8u * i + S][j] += x * uv[j][kk]; \
-            }
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
+    // F32 chunks of 64 steps (1024 k values, the exactness bound above); int32: one chunk
+    const uint chunk = FMAC ? 64u : qpr;
+    for (uint q0 = 0u; q0 < qpr; q0 += chunk) {
+        float fa[8 * RA][TC], fu[8 * RA][TC];
+        [[unroll]] for (uint i = 0u; i < 8u * RA; ++i)
+            [[unroll]] for (uint j = 0u; j < TC; ++j) { fa[i][j] = 0.0; fu[i][j] = 0.0; }
+        const uint q1 = min(q0 + chunk, qpr);
+        for (uint q = q0; q < q1; ++q) {
+            int av[RA][16], wv[TC][16], uv[TC][16];
+            [[unroll]] for (uint i = 0u; i < RA; ++i) unpack16(a16[ar[i] + q], av[i]);
+            [[unroll]] for (uint j = 0u; j < TC; ++j) unpack16(w16[wr[j] + q], wv[j]);
+            if (SWIGLU)
+                [[unroll]] for (uint j = 0u; j < TC; ++j) unpack16(wu16[ur[j] + q], uv[j]);
+            if (FMAC) {
+                float af[RA][16], wf[TC][16], uf[TC][16];
+                [[unroll]] for (uint i = 0u; i < RA; ++i) [[unroll]] for (int kk = 0; kk < 16; kk++) af[i][kk] = float(av[i][kk]);
+                [[unroll]] for (uint j = 0u; j < TC; ++j) [[unroll]] for (int kk = 0; kk < 16; kk++) wf[j][kk] = float(wv[j][kk]);
+                if (SWIGLU)
+                    [[unroll]] for (uint j = 0u; j < TC; ++j) [[unroll]] for (int kk = 0; kk < 16; kk++) uf[j][kk] = float(uv[j][kk]);
+                [[unroll]] for (int kk = 0; kk < 16; kk++) {
+#define ROWF(S)                                                                                          \
+                    [[unroll]] for (uint i = 0u; i < RA; ++i) {                                          \
+                        const float x = subgroupBroadcast(af[i][kk], S);                                 \
+                        [[unroll]] for (uint j = 0u; j < TC; ++j) fa[8u * i + S][j] = fma(x, wf[j][kk], fa[8u * i + S][j]); \
+                        if (SWIGLU)                                                                      \
+                            [[unroll]] for (uint j = 0u; j < TC; ++j) fu[8u * i + S][j] = fma(x, uf[j][kk], fu[8u * i + S][j]); \
+                    }
+                    ROWF(0) ROWF(1) ROWF(2) ROWF(3) ROWF(4) ROWF(5) ROWF(6) ROWF(7)
+#undef ROWF
+                }
+            } else {
+                [[unroll]] for (int kk = 0; kk < 16; kk++) {
+                    // literal lane indices: GLSL wants a constant, lavapipe makes it one extract
+#define ROW(S)                                                                                  \
+                    [[unroll]] for (uint i = 0u; i < RA; ++i) {                                 \
+                        const int x = subgroupBroadcast(av[i][kk], S);                          \
+                        [[unroll]] for (uint j = 0u; j < TC; ++j) acc[8u * i + S][j] += x * wv[j][kk]; \
+                        if (SWIGLU)                                                             \
+                            [[unroll]] for (uint j = 0u; j < TC; ++j) acc_u[8u * i + S][j] += x * uv[j][kk]; \
+                    }
+                    ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
 #undef ROW
+                }
+            }
         }
+        if (FMAC)
+            [[unroll]] for (uint i = 0u; i < 8u * RA; ++i)
+                [[unroll]] for (uint j = 0u; j < TC; ++j) {
+                    acc[i][j] += int(fa[i][j]);
+                    acc_u[i][j] += int(fu[i][j]);
+                }
     }
 
     [[unroll]] for (uint j = 0u; j < TC; ++j) {
