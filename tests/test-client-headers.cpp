@@ -30,7 +30,8 @@ static_assert(std::is_same<ggml_backend_split_buffer_type_t,
 // --- constants with upstream's values ----------------------------------------------------------
 
 static_assert(GGML_TYPE_Q4_0 == 2 && GGML_TYPE_Q4_1 == 3 && GGML_TYPE_Q5_0 == 6 && GGML_TYPE_Q5_1 == 7, "");
-static_assert(GGML_TYPE_Q8_0 == 8 && GGML_TYPE_COUNT == 43, "");
+static_assert(GGML_TYPE_Q8_0 == 8 && GGML_TYPE_COUNT == 45, ""); // leejet/ggml: + F8_E4M3 = 43, F8_E5M2 = 44
+static_assert(GGML_TYPE_F8_E4M3 == 43 && GGML_TYPE_F8_E5M2 == 44, "");
 
 // GGML_MAX_NAME is overridable (#ifndef) and fixed to the library's build value
 static_assert(GGML_MAX_NAME == GGML_BUILD_MAX_NAME, "");

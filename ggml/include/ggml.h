@@ -224,7 +224,11 @@ enum ggml_type {
     GGML_TYPE_I64   = 27,
     GGML_TYPE_F64   = 28,
     GGML_TYPE_BF16  = 30,
-    GGML_TYPE_COUNT = 43,
+    // stable-diffusion.cpp's pinned ggml (leejet/ggml) adds the FP8 formats after upstream's 42:
+    // one byte per element; E4M3 (bias 7, no inf, max 448) and E5M2 (bias 15, IEEE-like)
+    GGML_TYPE_F8_E4M3 = 43,
+    GGML_TYPE_F8_E5M2 = 44,
+    GGML_TYPE_COUNT = 45,
 };
 
 enum ggml_prec {

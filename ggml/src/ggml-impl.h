@@ -169,9 +169,28 @@ static inline bool ggml_are_same_layout(const struct ggml_tensor * a, const stru
 // Padded-1d: rows packed, dims 2/3 packed relative to dim 1 (row stride free).
 bool ggml_is_padded_1d(const struct ggml_tensor * t);
 
-// Element access by type through float (F32/F16/BF16/I8/I16/I32). Used by portable kernels.
+// FP8 (GGML_TYPE_F8_E4M3 / GGML_TYPE_F8_E5M2, one byte per element, ggml-types.cpp).
+// Widening is exact (a 256-entry table): E4M3 bias 7, no infinities, S.1111.111 is NaN, max 448,
+// subnormals m * 2^-9; E5M2 bias 15, IEEE-like (exponent 31: inf / NaN), subnormals m * 2^-16.
+// Narrowing rounds to nearest even on the exact value; E4M3 saturates (finite overflow and +-inf
+// give +-448, OCP's saturating conversion), E5M2 overflows to +-inf (IEEE); NaN stays NaN (sign
+// kept: E4M3 0x7F/0xFF, E5M2 0x7E/0xFE).
+extern const float ggml_f8_e4m3_to_f32_table[256];
+extern const float ggml_f8_e5m2_to_f32_table[256];
+static inline float ggml_f8_e4m3_to_fp32(uint8_t b) { return ggml_f8_e4m3_to_f32_table[b]; }
+static inline float ggml_f8_e5m2_to_fp32(uint8_t b) { return ggml_f8_e5m2_to_f32_table[b]; }
+uint8_t ggml_fp32_to_f8_e4m3(float v);
+uint8_t ggml_fp32_to_f8_e5m2(float v);
+void    ggml_f8_e4m3_to_fp32_row(const uint8_t * x, float * y, int64_t n);
+void    ggml_f8_e5m2_to_fp32_row(const uint8_t * x, float * y, int64_t n);
+void    ggml_fp32_to_f8_e4m3_row(const float * x, uint8_t * y, int64_t n);
+void    ggml_fp32_to_f8_e5m2_row(const float * x, uint8_t * y, int64_t n);
+
+// Element access by type through float (F32/F16/BF16/F8/I8/I16/I32). Used by portable kernels.
 static inline float ggml_load_f32(enum ggml_type type, const void * p) {
     switch (type) {
+        case GGML_TYPE_F8_E4M3: return ggml_f8_e4m3_to_fp32(*(const uint8_t *) p);
+        case GGML_TYPE_F8_E5M2: return ggml_f8_e5m2_to_fp32(*(const uint8_t *) p);
         case GGML_TYPE_F32: return *(const float *) p;
         case GGML_TYPE_F16: return ggml_fp16_to_fp32(*(const ggml_fp16_t *) p);
         case GGML_TYPE_BF16: return ggml_bf16_to_fp32(*(const ggml_bf16_t *) p);

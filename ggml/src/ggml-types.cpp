@@ -8,6 +8,7 @@
 #include "ggml-impl.h"
 #include "ggml-quants.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -130,6 +131,107 @@ extern "C" void ggml_fp32_to_bf16_row(const float * x, ggml_bf16_t * y, int64_t 
 }
 
 // ---------------------------------------------------------------------------------------------
+// FP8 (stable-diffusion.cpp's pinned ggml: GGML_TYPE_F8_E4M3 = 43, GGML_TYPE_F8_E5M2 = 44).
+// Formats and rounding: ggml-impl.h.
+
+namespace {
+
+constexpr float pow2f(int e) {
+    float r = 1.0f;
+    for (; e > 0; --e) r *= 2.0f;
+    for (; e < 0; ++e) r *= 0.5f;
+    return r;
+}
+
+// value of byte b in a 1.E.M format with the given bias; ieee: the top exponent is inf/NaN,
+// otherwise only the all-ones pattern (S.1111.111) is NaN
+constexpr float f8_decode(unsigned b, int ebits, int mbits, int bias, bool ieee) {
+    const bool     neg  = (b & 0x80u) != 0;
+    const unsigned e    = (b >> mbits) & ((1u << ebits) - 1u);
+    const unsigned m    = b & ((1u << mbits) - 1u);
+    const unsigned emax = (1u << ebits) - 1u;
+    float          v    = 0.0f;
+    if (ieee && e == emax) {
+        v = m == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+    } else if (!ieee && e == emax && m == (1u << mbits) - 1u) {
+        v = std::numeric_limits<float>::quiet_NaN();
+    } else if (e == 0) {
+        v = (float) m * pow2f(1 - bias - mbits);
+    } else {
+        v = (float) ((1u << mbits) + m) * pow2f((int) e - bias - mbits);
+    }
+    return neg ? -v : v;
+}
+
+struct f8_tables {
+    float e4m3[256];
+    float e5m2[256];
+    constexpr f8_tables() : e4m3{}, e5m2{} {
+        for (unsigned b = 0; b < 256; ++b) {
+            e4m3[b] = f8_decode(b, 4, 3, 7, false);
+            e5m2[b] = f8_decode(b, 5, 2, 15, true);
+        }
+    }
+};
+constexpr f8_tables k_f8_tables;
+
+// round |v| to nearest even on the format's grid (exact: the quotient by a power of two is exact)
+uint8_t f8_encode(float v, int mbits, int bias, double maxv, bool saturate, uint8_t max_code, uint8_t inf_code,
+                  uint8_t nan_code) {
+    const uint8_t sign = std::signbit(v) ? 0x80u : 0u;
+    if (std::isnan(v)) return sign | nan_code;
+    if (std::isinf(v)) return sign | (saturate ? max_code : inf_code);
+    const double a = std::fabs((double) v);
+    if (a == 0.0) return sign;
+    const int emin = 1 - bias;
+    int       e2   = 0;
+    std::frexp(a, &e2); // a = f * 2^e2, f in [0.5, 1)
+    const int    E = std::max(e2 - 1, emin);
+    const double n = std::nearbyint(a / std::ldexp(1.0, E - mbits)); // default mode: ties to even
+    const double r = n * std::ldexp(1.0, E - mbits);
+    if (r > maxv) return sign | (saturate ? max_code : inf_code);
+    if (r == 0.0) return sign;
+    std::frexp(r, &e2);
+    const int Er = e2 - 1;
+    if (Er < emin) return sign | (uint8_t) (r / std::ldexp(1.0, emin - mbits)); // subnormal
+    const unsigned m = (unsigned) (r / std::ldexp(1.0, Er - mbits)) - (1u << mbits);
+    return sign | (uint8_t) ((unsigned) (Er + bias) << mbits) | (uint8_t) m;
+}
+
+} // namespace
+
+const float ggml_f8_e4m3_to_f32_table[256] = {
+#define F8_ROW(i) k_f8_tables.e4m3[i], k_f8_tables.e4m3[i + 1], k_f8_tables.e4m3[i + 2], k_f8_tables.e4m3[i + 3]
+#define F8_16(i) F8_ROW(i), F8_ROW(i + 4), F8_ROW(i + 8), F8_ROW(i + 12)
+    F8_16(0),   F8_16(16),  F8_16(32),  F8_16(48),  F8_16(64),  F8_16(80),  F8_16(96),  F8_16(112),
+    F8_16(128), F8_16(144), F8_16(160), F8_16(176), F8_16(192), F8_16(208), F8_16(224), F8_16(240),
+#undef F8_ROW
+};
+const float ggml_f8_e5m2_to_f32_table[256] = {
+#define F8_ROW(i) k_f8_tables.e5m2[i], k_f8_tables.e5m2[i + 1], k_f8_tables.e5m2[i + 2], k_f8_tables.e5m2[i + 3]
+    F8_16(0),   F8_16(16),  F8_16(32),  F8_16(48),  F8_16(64),  F8_16(80),  F8_16(96),  F8_16(112),
+    F8_16(128), F8_16(144), F8_16(160), F8_16(176), F8_16(192), F8_16(208), F8_16(224), F8_16(240),
+#undef F8_ROW
+#undef F8_16
+};
+
+uint8_t ggml_fp32_to_f8_e4m3(float v) { return f8_encode(v, 3, 7, 448.0, true, 0x7E, 0x7E, 0x7F); }
+uint8_t ggml_fp32_to_f8_e5m2(float v) { return f8_encode(v, 2, 15, 57344.0, false, 0x7B, 0x7C, 0x7E); }
+
+void ggml_f8_e4m3_to_fp32_row(const uint8_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = ggml_f8_e4m3_to_f32_table[x[i]];
+}
+void ggml_f8_e5m2_to_fp32_row(const uint8_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = ggml_f8_e5m2_to_f32_table[x[i]];
+}
+void ggml_fp32_to_f8_e4m3_row(const float * x, uint8_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = ggml_fp32_to_f8_e4m3(x[i]);
+}
+void ggml_fp32_to_f8_e5m2_row(const float * x, uint8_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = ggml_fp32_to_f8_e5m2(x[i]);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Traits table
 
 namespace {
@@ -147,6 +249,10 @@ void to_float_bf16(const void * x, float * y, int64_t k) {
 void from_float_bf16(const float * x, void * y, int64_t k) {
     ggml_fp32_to_bf16_row_ref(x, (ggml_bf16_t *) y, k);
 }
+void to_float_f8_e4m3(const void * x, float * y, int64_t k) { ggml_f8_e4m3_to_fp32_row((const uint8_t *) x, y, k); }
+void to_float_f8_e5m2(const void * x, float * y, int64_t k) { ggml_f8_e5m2_to_fp32_row((const uint8_t *) x, y, k); }
+void from_float_f8_e4m3(const float * x, void * y, int64_t k) { ggml_fp32_to_f8_e4m3_row(x, (uint8_t *) y, k); }
+void from_float_f8_e5m2(const float * x, void * y, int64_t k) { ggml_fp32_to_f8_e5m2_row(x, (uint8_t *) y, k); }
 // the block-quantized types' reference code (ggml-quants.cpp) behind the untyped signatures
 template <typename Block, void (*dequantize)(const Block *, float *, int64_t)>
 void to_float_blocks(const void * x, float * y, int64_t k) {
@@ -188,6 +294,9 @@ struct type_table {
         t[GGML_TYPE_I64]  = {"i64", 1, 0, sizeof(int64_t), false, nullptr, nullptr};
         t[GGML_TYPE_F64]  = {"f64", 1, 0, sizeof(double), false, nullptr, nullptr};
         t[GGML_TYPE_BF16] = {"bf16", 1, 0, sizeof(ggml_bf16_t), false, to_float_bf16, from_float_bf16};
+        // leejet/ggml's FP8 types (names as sd.cpp prints them); not block-quantized
+        t[GGML_TYPE_F8_E4M3] = {"f8_e4m3", 1, 0, 1, false, to_float_f8_e4m3, from_float_f8_e4m3};
+        t[GGML_TYPE_F8_E5M2] = {"f8_e5m2", 1, 0, 1, false, to_float_f8_e5m2, from_float_f8_e5m2};
     }
 };
 
@@ -224,6 +333,8 @@ extern "C" size_t ggml_quantize_chunk(enum ggml_type type, const float * src, vo
         case GGML_TYPE_F32: memcpy(out, in, (size_t) n * sizeof(float)); break;
         case GGML_TYPE_F16: ggml_fp32_to_fp16_row(in, (ggml_fp16_t *) out, n); break;
         case GGML_TYPE_BF16: ggml_fp32_to_bf16_row_ref(in, (ggml_bf16_t *) out, n); break;
+        case GGML_TYPE_F8_E4M3: ggml_fp32_to_f8_e4m3_row(in, (uint8_t *) out, n); break;
+        case GGML_TYPE_F8_E5M2: ggml_fp32_to_f8_e5m2_row(in, (uint8_t *) out, n); break;
         default:
             // block-quantized: rows are whole blocks and contiguous, so quantizing the n values at
             // once equals quantizing row by row
@@ -333,6 +444,17 @@ extern "C" bool ggml_validate_row_data(enum ggml_type type, const void * data, s
                 }
             }
             return true;
+        case GGML_TYPE_F8_E4M3:
+        case GGML_TYPE_F8_E5M2:
+            for (size_t i = 0; i < n; i++) {
+                const float v = type == GGML_TYPE_F8_E4M3 ? ggml_f8_e4m3_to_fp32(p[i]) : ggml_f8_e5m2_to_fp32(p[i]);
+                if (!std::isfinite(v)) {
+                    GGML_LOG_ERROR("ggml_validate_row_data: found %s value at element %zu (%s)\n",
+                                   std::isnan(v) ? "nan" : "inf", i, tr->type_name);
+                    return false;
+                }
+            }
+            return true;
         case GGML_TYPE_Q8_K:
             for (size_t i = 0; i < n; i++) {
                 float d;
@@ -382,6 +504,8 @@ void ggml_store_f32(enum ggml_type type, void * p, float v) {
         case GGML_TYPE_F32: *(float *) p = v; break;
         case GGML_TYPE_F16: *(ggml_fp16_t *) p = ggml_fp32_to_fp16(v); break;
         case GGML_TYPE_BF16: *(ggml_bf16_t *) p = ggml_fp32_to_bf16(v); break;
+        case GGML_TYPE_F8_E4M3: *(uint8_t *) p = ggml_fp32_to_f8_e4m3(v); break;
+        case GGML_TYPE_F8_E5M2: *(uint8_t *) p = ggml_fp32_to_f8_e5m2(v); break;
         case GGML_TYPE_I8: *(int8_t *) p = saturate_trunc<int8_t>(v); break;
         case GGML_TYPE_I16: *(int16_t *) p = saturate_trunc<int16_t>(v); break;
         case GGML_TYPE_I32: *(int32_t *) p = saturate_trunc<int32_t>(v); break;

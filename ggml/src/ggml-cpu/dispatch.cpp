@@ -17,7 +17,8 @@ inline bool is_float_type(ggml_type t) {
 
 // types the copy kernel converts through float
 inline bool is_convertible_type(ggml_type t) {
-    return is_float_type(t) || t == GGML_TYPE_I8 || t == GGML_TYPE_I16 || t == GGML_TYPE_I32;
+    return is_float_type(t) || t == GGML_TYPE_I8 || t == GGML_TYPE_I16 || t == GGML_TYPE_I32 ||
+           t == GGML_TYPE_F8_E4M3 || t == GGML_TYPE_F8_E5M2;
 }
 
 // an implemented block-quantized type (Q8_0, Q4_K, ...; declared-only types have no name)
@@ -83,6 +84,8 @@ bool get_rows_supported(const ggml_tensor * dst) {
         case GGML_TYPE_F16:
         case GGML_TYPE_BF16:
         case GGML_TYPE_I32: return dst->type == GGML_TYPE_I32 || dst->type == GGML_TYPE_F32;
+        case GGML_TYPE_F8_E4M3:
+        case GGML_TYPE_F8_E5M2: return dst->type == GGML_TYPE_F32; // widened exactly
         default:
             // block-quantized rows, dequantized to F32 (as upstream)
             return is_block_type(a->type) && ggml_get_type_traits(a->type)->to_float && dst->type == GGML_TYPE_F32;

@@ -3,7 +3,8 @@
 // Precision (ARCHITECTURE choice): F16/BF16 weights are widened to F32 and multiplied by F32
 // activations; everything accumulates in F32. Activations are never rounded to F16/BF16 here.
 // Block-quantized weights (Q8_0, Q4_K, ...) go to ops-mul-mat-quant.cpp, which quantizes the
-// activations to the weight type's dot type as upstream does.
+// activations to the weight type's dot type as upstream does. FP8 weights (F8_E4M3/F8_E5M2) take
+// the portable path below, widened exactly to F32 per K chunk like F16/BF16 (no x86 GEMM for them).
 //
 // Structure: the output of each matrix pair is cut into blocks of (weight rows) x (activation
 // rows); threads take contiguous runs of blocks. Inside a block, K is walked in chunks so that a
@@ -126,7 +127,8 @@ bool ggml_cpu_mul_mat_supported(const struct ggml_tensor * dst) {
     auto float_type = [](enum ggml_type t) {
         return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
     };
-    const bool a_ok = float_type(a->type);
+    // FP8 weights (sd.cpp's pinned ggml) are widened exactly per K chunk on the portable path
+    const bool a_ok = float_type(a->type) || a->type == GGML_TYPE_F8_E4M3 || a->type == GGML_TYPE_F8_E5M2;
     if (!a_ok || !float_type(b->type) || dst->type != GGML_TYPE_F32) return false;
     // rows packed (which also rules out a transposed a); a row of <= 1 element has no layout to check
     if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return false;

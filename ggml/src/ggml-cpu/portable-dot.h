@@ -58,6 +58,8 @@ inline void widen_row(enum ggml_type type, const void * src, float * dst, int64_
             const uint16_t * s = (const uint16_t *) src;
             for (int64_t i = 0; i < n; ++i) dst[i] = bits_to_f32((uint32_t) s[i] << 16);
         } break;
+        case GGML_TYPE_F8_E4M3: ggml_f8_e4m3_to_fp32_row((const uint8_t *) src, dst, n); break;
+        case GGML_TYPE_F8_E5M2: ggml_f8_e5m2_to_fp32_row((const uint8_t *) src, dst, n); break;
         default: GGML_ABORT("%s: unsupported type %d", who, (int) type);
     }
 }
