@@ -3,6 +3,11 @@
 //
 //   single kernels   each sd Vulkan kernel vs the same node on the CPU backend (sd CPU kernels)
 //   fusions          each Vulkan fusion vs the same nodes unfused on Vulkan (fusion off)
+//   real-width GEMM  the INT8 linear at Krea2's real width (K = N = 3072, 256 tokens; --smoke:
+//                    K = N = 256, 32 tokens) side by side with, all on the same device in this
+//                    run: the CPU backend, the previous Vulkan INT8 kernel (SD_VK_LINEAR_I8=tile4),
+//                    and the Vulkan F32 / F16 mul_mat of the same shape (the F32-weight block's
+//                    GEMM) with its previous kernel (GGML_VK_MUL_MAT_DIRECT on lavapipe)
 //
 // Every measurement is a scheduler graph compute (submission and wait included) after a warm-up
 // run (lavapipe compiles each pipeline on first use). Best and median of the repetitions.
@@ -19,7 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +37,8 @@ namespace {
 struct options {
     bool   smoke      = false;
     bool   json       = false;
+    bool   real_only  = false; // only the real-width GEMM comparison
+    bool   cpu_time   = false; // --cpu-clock: process CPU seconds / 2 instead of wall time
     double min_time_s = 1.0;
 };
 
@@ -115,6 +125,27 @@ struct bench_case {
     double       ops = 0; // integer multiply-adds x 2 (GEMMs), for the rate column
 };
 
+// One run of fn (already warmed up), in seconds: process CPU seconds / 2 with --cpu-clock (on a
+// loaded machine the work's own CPU time, lavapipe's worker threads included), else wall time.
+double once_s(const std::function<void()> & fn) {
+    const auto now = [] {
+        timespec ts{};
+        clock_gettime(bench::cpu_clock() ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+        return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+    };
+    const double t0 = now();
+    fn();
+    return (now() - t0) / (bench::cpu_clock() ? 2.0 : 1.0);
+}
+
+// The real-width comparison: one GEMM shape, each variant timed in this run.
+struct gemm_variant {
+    std::string label;
+    bool        on_cpu;
+    std::function<void(ggml_backend_t vk, bool on)> set; // switches the variant on / off (may be null)
+    builder     build;
+};
+
 std::vector<bench_case> cases() {
     std::vector<bench_case> v;
     v.push_back({"quantize_i8_convrot", "[512, 128] G256", false,
@@ -165,14 +196,15 @@ int main(int argc, char ** argv) {
     bench::arg_reader  r("bench-vulkan-sd", argc, argv);
     while (r.next()) {
         if (r.is("--help") || r.is("-h")) {
-            printf("usage: %s [--smoke] [--json] [--min-time SECONDS]\n", argv[0]);
+            printf("usage: %s [--smoke] [--json] [--real-only] [--cpu-clock] [--min-time SECONDS]\n", argv[0]);
             return 0;
         }
-        if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) || r.double_opt("--min-time", 0.0, 600.0, o.min_time_s))
+        if (r.flag("--smoke", o.smoke) || r.flag("--json", o.json) || r.flag("--real-only", o.real_only) || r.flag("--cpu-clock", o.cpu_time) || r.double_opt("--min-time", 0.0, 600.0, o.min_time_s))
             continue;
         return r.unknown() ? 0 : 2;
     }
     if (!r.ok()) return 2;
+    if (o.cpu_time) bench::set_cpu_clock(2);
     if (ggml_backend_vk_get_device_count() == 0) {
         fprintf(stderr, "bench-vulkan-sd: no Vulkan device\n");
         return 1;
@@ -190,6 +222,7 @@ int main(int argc, char ** argv) {
     std::vector<bench::row> rows;
     int                     failures = 0;
     for (const bench_case & bc : cases()) {
+        if (o.real_only) break;
         graph_run a, base;
         bool      ok = prepare(a, vk, cpu, bc.build);
         if (bc.fusion) {
@@ -215,6 +248,89 @@ int main(int argc, char ** argv) {
         row.t        = bench::time_it([&] { ggml_backend_sched_graph_compute(a.sched, a.gf); }, min_reps, min_time, max_reps);
         rows.push_back(row);
     }
+    // Real-width GEMMs: the INT8 linear vs everything else at one shape. Fewer repetitions (the
+    // previous kernels take seconds per call at this size on lavapipe).
+    {
+        const int64_t K = o.smoke ? 256 : 3072, N = K, T = o.smoke ? 32 : 256;
+        const std::string shape = "K" + std::to_string(K) + " N" + std::to_string(N) + " x" + std::to_string(T);
+        const builder i8 = [=](ggml_context * c, ggml_context * in) {
+            return ggml_mul_mat_i8_tensorwise(c, input(in, GGML_TYPE_I8, {K, N}), input(in, GGML_TYPE_I8, {K, T}),
+                                              input(in, GGML_TYPE_F32, {N}), nullptr, 0, input(in, GGML_TYPE_F32, {T}));
+        };
+        const auto fgemm = [=](ggml_type wt) {
+            return builder([=](ggml_context * c, ggml_context * in) {
+                return ggml_mul_mat(c, input(in, wt, {K, N}), input(in, GGML_TYPE_F32, {K, T}));
+            });
+        };
+        const auto env = [](const char * v) {
+            return [v](ggml_backend_t, bool on) {
+                if (on) setenv("SD_VK_LINEAR_I8", v, 1);
+                else unsetenv("SD_VK_LINEAR_I8");
+            };
+        };
+        const auto prev_mm = [](ggml_backend_t b, bool on) {
+            ggml_backend_vk_set_mul_mat_kernel(b, on ? GGML_VK_MUL_MAT_DIRECT : GGML_VK_MUL_MAT_AUTO);
+        };
+        const std::vector<gemm_variant> vs = {
+            {"INT8 linear, Vulkan (default kernel)", false, nullptr, i8},
+            {"INT8 linear, CPU backend", true, nullptr, i8},
+            {"INT8 linear, previous Vulkan kernel", false, env("tile4"), i8},
+            {"INT8 linear, int32 multiply-add", false, env("sg-int"), i8},
+            {"F32 mul_mat, Vulkan", false, nullptr, fgemm(GGML_TYPE_F32)},
+            {"F32 mul_mat, previous Vulkan kernel", false, prev_mm, fgemm(GGML_TYPE_F32)},
+            {"F16 mul_mat, Vulkan", false, nullptr, fgemm(GGML_TYPE_F16)},
+            {"F32 mul_mat, CPU backend", true, nullptr, fgemm(GGML_TYPE_F32)},
+        };
+        // Interleaved rounds (each round runs every variant once) so that a loaded machine's
+        // swings hit all variants alike; best and median per variant over the rounds.
+        std::vector<std::unique_ptr<graph_run>> gs;
+        bool ok_all = true;
+        for (const gemm_variant & v : vs) {
+            gs.push_back(std::make_unique<graph_run>());
+            if (v.set) v.set(vk, true);
+            const bool ok = prepare(*gs.back(), v.on_cpu ? cpu : vk, cpu, v.build);
+            if (v.set) v.set(vk, false);
+            if (!ok) {
+                fprintf(stderr, "bench-vulkan-sd: %s: preparation failed\n", v.label.c_str());
+                ok_all = false;
+            }
+        }
+        if (!ok_all) {
+            ++failures;
+        } else {
+            const int rounds = o.smoke ? 1 : 3;
+            std::vector<std::vector<double>> ms(vs.size());
+            for (int round = 0; round < rounds; ++round) {
+                for (size_t i = 0; i < vs.size(); ++i) {
+                    if (vs[i].set) vs[i].set(vk, true);
+                    graph_run & g = *gs[i];
+                    ms[i].push_back(once_s([&] { ggml_backend_sched_graph_compute(g.sched, g.gf); }));
+                    if (vs[i].set) vs[i].set(vk, false);
+                }
+            }
+            const auto summary = [](std::vector<double> v) {
+                std::sort(v.begin(), v.end());
+                bench::timing t{};
+                t.best_s   = v.front();
+                t.median_s = v[v.size() / 2];
+                t.reps     = (int) v.size();
+                return t;
+            };
+            const bench::timing t_i8 = summary(ms[0]);
+            for (size_t i = 1; i < vs.size(); ++i) {
+                bench::row row;
+                row.op       = "linear_i8 real width";
+                row.shape    = shape;
+                row.baseline = vs[i].label;
+                row.kernel   = "Vulkan INT8 (default kernel)";
+                row.work     = 2.0 * (double) K * (double) N * (double) T;
+                row.t        = t_i8;
+                row.base     = summary(ms[i]);
+                rows.push_back(row);
+            }
+        }
+    }
+
     bench::print_table_header();
     for (const bench::row & row : rows) bench::print_row(row);
     if (o.json)
