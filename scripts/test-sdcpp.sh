@@ -189,7 +189,7 @@ if [ "${SD_TEST_SDCPP:-0}" = 1 ]; then
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends time >/dev/null ||
             fail "/usr/bin/time missing and apt-get install time failed"
     fi
-    if [ -x /work/shared/tools/wait-idle ]; then /work/shared/tools/wait-idle 5 300 || echo "(timing on a busy machine)"; fi
+    if [ -x /work/shared/tools/wait-idle ]; then /work/shared/tools/wait-idle 5 "${SDCPP_IDLE_TIMEOUT:-300}" || echo "(timing on a busy machine)"; fi
     for i in $(seq 1 "$runs"); do
         for v in upstream ours; do
             bin=$cli
