@@ -8,7 +8,8 @@
 //   - lane l decodes the 8 weights of a unit (quant.glsl q_unit) of A rows m0 + l + 8r (RA row
 //     groups), and subgroupBroadcast with a literal lane index (one extract + splat) hands each
 //     decoded weight to all 8 lanes.
-// Per unit of 8 k values a lane does RA decodes and 2 TN wide loads for 8 RA x TN x 8 products.
+// Per unit of 8 k values a lane loads the quants of RA rows (their scales once per 4 units) and
+// makes 2 TN wide loads, for 8 RA x TN x 8 products.
 // One workgroup = one subgroup: no barriers. Sums per 32 elements, then added to the total.
 //
 // Preconditions (checked on the host, else mul_mat_q.comp runs): subgroup size 8; B F32,
@@ -61,13 +62,18 @@ void main() {
         float part[8 * RA][TN];
         [[unroll]] for (int i = 0; i < 8 * RA; i++)
             [[unroll]] for (int j = 0; j < TN; j++) part[i][j] = 0.0;
+        // the scales of these 4 units, once per row (quant.glsl q_head)
+        vec4 hd[RA];
+        [[unroll]] for (int r = 0; r < RA; r++) hd[r] = q_head(QT, a_addr, arow[r], u0);
         [[unroll]] for (uint du = 0u; du < 4u; du++) {
             float w[RA][8];
-            uvec2 kk2;
+            const uvec2 kk2 = q_kpos(QT, u0 + du); // the same for every row
             [[unroll]] for (int r = 0; r < RA; r++) {
-                const qunit q = q_unit(QT, a_addr, arow[r], u0 + du);
-                w[r] = q.w;
-                kk2  = q.k; // the same for every row
+                const uvec2 qq = q_quants(QT, a_addr, arow[r], u0 + du);
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    w[r][i]      = fma(hd[r].x, q_quant_f(QT, qq.x, i), hd[r].y);
+                    w[r][4u + i] = fma(hd[r].z, q_quant_f(QT, qq.y, i), hd[r].w);
+                }
             }
             float bv[TN][8];
             [[unroll]] for (int j = 0; j < TN; j++) {

@@ -184,3 +184,95 @@ qunit q_unit(const int t, uint64_t addr, uint ro, uint u) {
     }
     return r;
 }
+
+// The GEMM unit split in two for kernels that keep the scales of a group of 4 units (u % 4 == 0:
+// one 32-element block, or one sub-block pair of a K-quant super-block, share them) and load only
+// the quants per unit. q_head: (a, b) of the low run and of the high run, w = a * q + b, valid for
+// units u .. u + 3; q_quants: the 8 quants of unit u as two words of 4 bytes (signed bytes for
+// Q8_0, unsigned otherwise; q_quant_f converts one); q_kpos: the k of each run (as q_unit.k).
+vec4 q_head(const int t, uint64_t addr, uint ro, uint u) {
+    if (t == T_Q4_K || t == T_Q5_K) {
+        const uint b = u >> 5, c = (u & 31u) >> 3;
+        const uint bo = ro + b * q_block_bytes(t);
+        const float d = q_f16(addr, bo), dmin = q_f16(addr, bo + 2u);
+        const uvec2 s0 = q_scale_min_k4(addr, bo + 4u, 2u * c), s1 = q_scale_min_k4(addr, bo + 4u, 2u * c + 1u);
+        return vec4(d * float(s0.x), -dmin * float(s0.y), d * float(s1.x), -dmin * float(s1.y));
+    }
+    if (t == T_Q6_K) {
+        const uint b = u >> 5, r5 = u & 31u, c = r5 >> 4, h = (r5 >> 3) & 1u, w = r5 & 7u;
+        const uint bo = ro + b * 210u;
+        const float d = q_f16(addr, bo + 208u);
+        const uint  e0 = 128u * c + 32u * h + 4u * w, e1 = e0 + 64u;
+        const float a0 = d * float((int(q_u8(addr, bo + 192u + e0 / 16u)) << 24) >> 24);
+        const float a1 = d * float((int(q_u8(addr, bo + 192u + e1 / 16u)) << 24) >> 24);
+        return vec4(a0, -32.0 * a0, a1, -32.0 * a1);
+    }
+    const uint  bo = ro + (u >> 2) * q_block_bytes(t);
+    const float d  = q_f16(addr, bo);
+    float       bias;
+    if (t == T_Q4_1 || t == T_Q5_1) bias = q_f16(addr, bo + 2u);
+    else if (t == T_Q8_0) bias = 0.0;
+    else bias = -d * (t == T_Q5_0 ? 16.0 : 8.0);
+    return vec4(d, bias, d, bias);
+}
+
+uvec2 q_quants(const int t, uint64_t addr, uint ro, uint u) {
+    if (t == T_Q8_0) {
+        const uint bo = ro + (u >> 2) * 34u + 2u + 8u * (u & 3u);
+        return uvec2(q_u32(addr, bo), q_u32(addr, bo + 4u));
+    }
+    if (t == T_Q4_0 || t == T_Q4_1 || t == T_Q5_0 || t == T_Q5_1) {
+        const uint b = u >> 2, w = u & 3u;
+        const uint bo = ro + b * q_block_bytes(t);
+        const bool five = t == T_Q5_0 || t == T_Q5_1;
+        const uint hdr  = (t == T_Q4_1 || t == T_Q5_1) ? 4u : 2u;
+        const uint qw   = q_u32(addr, bo + hdr + (five ? 4u : 0u) + 4u * w);
+        uint lo = qw & 0x0F0F0F0Fu, hi = (qw >> 4) & 0x0F0F0F0Fu;
+        if (five) {
+            const uint qh = q_u32(addr, bo + hdr);
+            const uint h0 = (qh >> (4u * w)) & 0xFu, h1 = (qh >> (16u + 4u * w)) & 0xFu;
+            lo |= ((h0 & 1u) << 4) | ((h0 & 2u) << 11) | ((h0 & 4u) << 18) | ((h0 & 8u) << 25);
+            hi |= ((h1 & 1u) << 4) | ((h1 & 2u) << 11) | ((h1 & 4u) << 18) | ((h1 & 8u) << 25);
+        }
+        return uvec2(lo, hi);
+    }
+    if (t == T_Q4_K || t == T_Q5_K) {
+        const uint b = u >> 5, r5 = u & 31u, c = r5 >> 3, w = r5 & 7u;
+        const uint bo = ro + b * q_block_bytes(t);
+        const bool five = t == T_Q5_K;
+        const uint qw   = q_u32(addr, bo + (five ? 48u : 16u) + 32u * c + 4u * w);
+        uint lo = qw & 0x0F0F0F0Fu, hi = (qw >> 4) & 0x0F0F0F0Fu;
+        if (five) {
+            const uint qh = q_u32(addr, bo + 16u + 4u * w);
+            lo |= ((qh >> (2u * c)) & 0x01010101u) << 4;
+            hi |= ((qh >> (2u * c + 1u)) & 0x01010101u) << 4;
+        }
+        return uvec2(lo, hi);
+    }
+    const uint b = u >> 5, r5 = u & 31u, c = r5 >> 4, h = (r5 >> 3) & 1u, w = r5 & 7u;
+    const uint bo = ro + b * 210u;
+    const uint qw = q_u32(addr, bo + 64u * c + 32u * h + 4u * w);
+    const uint qh = q_u32(addr, bo + 128u + 32u * c + 4u * w);
+    return uvec2((qw & 0x0F0F0F0Fu) | (((qh >> (2u * h)) & 0x03030303u) << 4),
+                 ((qw >> 4) & 0x0F0F0F0Fu) | (((qh >> (2u * h + 4u)) & 0x03030303u) << 4));
+}
+
+float q_quant_f(const int t, uint word, uint i) {
+    if (t == T_Q8_0) return float(int(word << (24u - 8u * i)) >> 24);
+    return float((word >> (8u * i)) & 0xFFu);
+}
+
+uvec2 q_kpos(const int t, uint u) {
+    if (t == T_Q4_K || t == T_Q5_K) {
+        const uint r5 = u & 31u, c = r5 >> 3, w = r5 & 7u, base = (u >> 5) * 256u + 64u * c + 4u * w;
+        return uvec2(base, base + 32u);
+    }
+    if (t == T_Q6_K) {
+        const uint r5 = u & 31u, c = r5 >> 4, h = (r5 >> 3) & 1u, w = r5 & 7u;
+        const uint e0 = (u >> 5) * 256u + 128u * c + 32u * h + 4u * w;
+        return uvec2(e0, e0 + 64u);
+    }
+    const uint b = u >> 2, w = u & 3u;
+    if (t == T_Q8_0) return uvec2(b * 32u + 8u * w, b * 32u + 8u * w + 4u);
+    return uvec2(b * 32u + 4u * w, b * 32u + 16u + 4u * w);
+}
