@@ -275,7 +275,7 @@ int main(int argc, char ** argv) {
             {"INT8 linear, Vulkan (default kernel)", false, nullptr, i8},
             {"INT8 linear, CPU backend", true, nullptr, i8},
             {"INT8 linear, previous Vulkan kernel", false, env("tile4"), i8},
-            {"INT8 linear, int32 multiply-add", false, env("sg-int"), i8},
+            {"INT8 linear, F32-chunk multiply-add", false, env("sg-f32"), i8},
             {"F32 mul_mat, Vulkan", false, nullptr, fgemm(GGML_TYPE_F32)},
             {"F32 mul_mat, previous Vulkan kernel", false, prev_mm, fgemm(GGML_TYPE_F32)},
             {"F16 mul_mat, Vulkan", false, nullptr, fgemm(GGML_TYPE_F16)},

@@ -419,7 +419,7 @@ TEST_F(VulkanSd, LinearI8BitIdenticalToCpu) {
 }
 
 // Real widths through every GEMM loop of linear_i8.comp (on lavapipe: MODE 1, the subgroup
-// broadcast kernel, with F32 chunks by default and int32 with SD_VK_LINEAR_I8=sg-int; MODE 0
+// broadcast kernel, int32 by default and F32 chunks with SD_VK_LINEAR_I8=sg-f32; MODE 0
 // with SD_VK_LINEAR_I8=tile4): K up to 16640 (the loop budget: K / 16 iterations of the outer
 // loop; F32 chunks of 1024 k values, so several chunk flushes), hidden 6144, and row / channel
 // counts that are not multiples of the 16 x 16 block. All bit-identical to the CPU.
@@ -432,7 +432,7 @@ TEST_F(VulkanSd, LinearI8RealWidthsBothKernelsBitIdenticalToCpu) {
         {48, 17, 33, SD_LINEAR_I8_INPUT_I8, 0, false, false}, // one block and one row / channel
         {40, 9, 5, SD_LINEAR_I8_INPUT_I8, 0, true, true},     // K % 16 != 0: MODE 0 only
     };
-    for (const char * mode : {"", "tile4", "sg-int"}) {
+    for (const char * mode : {"", "tile4", "sg-f32"}) {
         if (*mode) setenv("SD_VK_LINEAR_I8", mode, 1);
         else unsetenv("SD_VK_LINEAR_I8");
         for (const linear_param & p : cases) {

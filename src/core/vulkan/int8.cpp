@@ -214,7 +214,7 @@ bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
 // 8 * kSgChannels channels per 8-lane workgroup (half the channels with SwiGLU's second
 // accumulator set). Measured on lavapipe (Zen 3): see use_subgroup_gemm.
 constexpr uint32_t kSgRowGroups = 2, kSgChannels = 2;
-constexpr bool     kSgFloatMac  = true;
+constexpr bool     kSgFloatMac  = false; // lavapipe K=N=3072 x256: int32 0.93x the time of F32 chunks (noise-level)
 
 // MODE 1's multiply-add: F32 chunks (FMAC) or int32. SD_VK_LINEAR_I8=sg-int / sg-f32 picks one.
 bool sg_float_mac() {
