@@ -228,7 +228,7 @@ print(f"{'':30s} {'upstream best/median':>22s} {'ours best/median':>20s} {'upstr
 for k in pats:
     u, o = res["upstream", k], res["ours", k]
     fmt = "{:8.0f}" if k.startswith("peak") else "{:8.2f}"
-    best = max if k.startswith("peak") else min
+    best = min
     print(f"{k:30s} {fmt.format(best(u))} /{fmt.format(statistics.median(u))}"
           f" {fmt.format(best(o))} /{fmt.format(statistics.median(o))}"
           f" {statistics.median(u) / statistics.median(o):16.2f}x")
