@@ -310,7 +310,9 @@ void upscale_cases(case_list & cl) {
 
 void group_l2_norm_cases(case_list & cl) {
     struct gn { ne4 s; int groups; };
-    for (gn c : {gn{{9, 7, 12, 2}, 4}, gn{{9, 7, 12, 2}, 5}, gn{{8, 8, 64, 1}, 32}, gn{{5, 3, 7, 2}, 3}, gn{{33, 1, 4, 1}, 1}})
+    // ... and a real size: SD 1.x's 32 groups of a 320-channel 32x32 latent (odd row tails above)
+    for (gn c : {gn{{9, 7, 12, 2}, 4}, gn{{9, 7, 12, 2}, 5}, gn{{8, 8, 64, 1}, 32}, gn{{5, 3, 7, 2}, 3}, gn{{33, 1, 4, 1}, 1},
+                 gn{{32, 32, 320, 1}, 32}})
     for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16})
     for (layout l : {layout::cont, layout::perm12, layout::pad})
     for (int ip = 0; ip < 2; ip++) {

@@ -4,7 +4,8 @@
 //
 // GROUP_NORM: for each dim-3 index, channels (dim 2) are grouped ceil(ne2 / n_groups) at a time
 // (the last group may be smaller); mean and variance over every element of the group are
-// accumulated in double (a 128x128x16 group has 262144 elements), then
+// accumulated in double (a 128x128x16 group has 262144 elements; packed F32 rows: 4 partial sums),
+// then
 // y = (x - mean) / sqrt(var + eps). Threads take (image, group) units.
 
 #include "ops-row.h"
@@ -40,6 +41,41 @@ void ggml_cpu_op_group_norm(const struct ggml_compute_params * params, struct gg
                 for (int64_t i1 = 0; i1 < ne1; ++i1)
                     for (int64_t k = 0; k < ne0; k += GGML_CPU_CHUNK) fn(c, i1, k, std::min<int64_t>(GGML_CPU_CHUNK, ne0 - k));
         };
+        // packed F32 rows (every diffusion client's case): read in place, 4 independent double
+        // accumulators (the dependent chain of one accumulator was the op's whole cost)
+        const bool f32_rows = a->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float);
+        if (f32_rows) {
+            double s4[4] = {0, 0, 0, 0};
+            for (int64_t c = c0; c < c1; ++c)
+                for (int64_t i1 = 0; i1 < ne1; ++i1) {
+                    const float * x = (const float *) ((const char *) a->data + i1 * a->nb[1] + c * a->nb[2] + i3 * a->nb[3]);
+                    int64_t       j = 0;
+                    for (; j + 4 <= ne0; j += 4)
+                        for (int l = 0; l < 4; ++l) s4[l] += (double) x[j + l];
+                    for (; j < ne0; ++j) s4[0] += (double) x[j];
+                }
+            const double mean = ((s4[0] + s4[1]) + (s4[2] + s4[3])) / n;
+            double       v4[4] = {0, 0, 0, 0};
+            for (int64_t c = c0; c < c1; ++c)
+                for (int64_t i1 = 0; i1 < ne1; ++i1) {
+                    const float * x = (const float *) ((const char *) a->data + i1 * a->nb[1] + c * a->nb[2] + i3 * a->nb[3]);
+                    int64_t       j = 0;
+                    for (; j + 4 <= ne0; j += 4)
+                        for (int l = 0; l < 4; ++l) v4[l] += ((double) x[j + l] - mean) * ((double) x[j + l] - mean);
+                    for (; j < ne0; ++j) v4[0] += ((double) x[j] - mean) * ((double) x[j] - mean);
+                }
+            const double var   = (v4[0] + v4[1]) + (v4[2] + v4[3]);
+            const float  scale = (float) (1.0 / std::sqrt(var / n + (double) eps));
+            const float  fmean = (float) mean;
+            for_rows([&](int64_t c, int64_t i1, int64_t k, int64_t m) {
+                const float * x = (const float *) ((const char *) a->data + k * a->nb[0] + i1 * a->nb[1] + c * a->nb[2] + i3 * a->nb[3]);
+                for (int64_t j = 0; j < m; ++j) buf[j] = (x[j] - fmean) * scale;
+                ggml_cpu_store_row(dst->type,
+                                   (char *) dst->data + k * dst->nb[0] + i1 * dst->nb[1] + c * dst->nb[2] + i3 * dst->nb[3],
+                                   dst->nb[0], m, buf);
+            });
+            continue;
+        }
         double sum = 0.0;
         for_rows([&](int64_t c, int64_t i1, int64_t k, int64_t m) {
             ggml_cpu_load_row(a->type, (const char *) a->data + k * a->nb[0] + i1 * a->nb[1] + c * a->nb[2] + i3 * a->nb[3],

@@ -125,6 +125,13 @@ void ggml_cpu_op_upscale(const struct ggml_compute_params * params, struct ggml_
 
     const int64_t ne0 = dst->ne[0];
     std::vector<float> row((size_t) ne0);
+    // nearest: the source column of each output column, the same for every row (computed once)
+    std::vector<int64_t> col0;
+    if (base == GGML_SCALE_MODE_NEAREST) {
+        col0.resize((size_t) ne0);
+        for (int64_t i0 = 0; i0 < ne0; ++i0) col0[i0] = std::min<int64_t>((int64_t) ((float) i0 / sf[0]), a->ne[0] - 1);
+    }
+    const bool a_f32_rows = a->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float);
     const int64_t nr = ggml_nrows(dst);
     int64_t       r0, r1;
     ggml_cpu_split_range(nr, params->ith, params->nth, &r0, &r1);
@@ -136,9 +143,11 @@ void ggml_cpu_op_upscale(const struct ggml_compute_params * params, struct ggml_
         const int64_t j3 = std::min<int64_t>((int64_t) ((float) i3 / sf[3]), a->ne[3] - 1);
         if (base == GGML_SCALE_MODE_NEAREST) {
             const int64_t j1 = std::min<int64_t>((int64_t) ((float) i1 / sf[1]), a->ne[1] - 1);
-            for (int64_t i0 = 0; i0 < ne0; ++i0) {
-                const int64_t j0 = std::min<int64_t>((int64_t) ((float) i0 / sf[0]), a->ne[0] - 1);
-                row[i0]          = load_at(a, j0, j1, j2, j3);
+            if (a_f32_rows) {
+                const float * src = (const float *) ((const char *) a->data + j1 * a->nb[1] + j2 * a->nb[2] + j3 * a->nb[3]);
+                for (int64_t i0 = 0; i0 < ne0; ++i0) row[i0] = src[col0[i0]];
+            } else {
+                for (int64_t i0 = 0; i0 < ne0; ++i0) row[i0] = load_at(a, col0[i0], j1, j2, j3);
             }
         } else if (base == GGML_SCALE_MODE_BILINEAR) {
             const float   y  = ((float) i1 + off) / sf[1] - off;
