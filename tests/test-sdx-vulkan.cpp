@@ -157,6 +157,26 @@ TEST(SdxVulkan, GgufQuantizedWeightsRunOnVulkan) {
     EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
+TEST(SdxVulkan, CpuDriversAreDevicesOnlyWhenNamed) {
+    // like upstream ggml-vulkan: without GGML_VK_VISIBLE_DEVICES a CPU driver (lavapipe) is not a
+    // device, so clients that take "the first GPU" do not land on it; ctest names index 0
+    // (build/vk-test-env.cmake), which is how every other test here reaches lavapipe
+    const char *      prev  = getenv("GGML_VK_VISIBLE_DEVICES");
+    const std::string saved = prev ? prev : "";
+    unsetenv("GGML_VK_VISIBLE_DEVICES");
+    const tool_result r = sdx(std::string("run --device vulkan ") + SMALL);
+    if (prev) setenv("GGML_VK_VISIBLE_DEVICES", saved.c_str(), 1);
+    if (r.rc == 0) {
+        // a machine with a real GPU: it must be that GPU, not a CPU driver
+        EXPECT_EQ(r.out.find("llvmpipe"), std::string::npos) << r.out;
+    } else {
+        EXPECT_NE(r.err.find("no such Vulkan device (0 found; a CPU Vulkan driver such as lavapipe is used only "
+                             "when GGML_VK_VISIBLE_DEVICES names its index"),
+                  std::string::npos)
+            << r.err;
+    }
+}
+
 TEST(SdxVulkan, MissingDeviceIsAClearError) {
     tool_result r = sdx(std::string("run --device vulkan:99 ") + SMALL);
     EXPECT_NE(r.rc, 0);

@@ -27,8 +27,7 @@ struct ggml_threadpool_params {
     bool                     paused;
 };
 
-struct ggml_threadpool; // persistent workers; the calling thread is worker 0
-typedef struct ggml_threadpool * ggml_threadpool_t;
+// struct ggml_threadpool / ggml_threadpool_t (ggml.h): persistent workers; the calling thread is worker 0
 
 GGML_API struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads);
 GGML_API void ggml_threadpool_params_init(struct ggml_threadpool_params * p, int n_threads);

@@ -432,6 +432,10 @@ static const size_t GGML_TENSOR_SIZE = sizeof(struct ggml_tensor);
 
 struct ggml_context;
 struct ggml_cgraph;
+// the CPU backend's thread pool (ggml-cpu.h has its functions); declared here as upstream does,
+// where clients such as stable-diffusion.cpp use the handle type without including ggml-cpu.h
+struct ggml_threadpool;
+typedef struct ggml_threadpool * ggml_threadpool_t;
 
 // Backend identifiers (upstream keeps these in ggml.h).
 typedef uint8_t     ggml_guid[16];

@@ -60,7 +60,13 @@ ggml_backend_dev_t find_device(const std::string & spec, std::string & err) {
     }
     const size_t n = ggml_backend_reg_dev_count(reg);
     if (index >= n) {
-        err = "--device " + spec + ": no such Vulkan device (" + std::to_string(n) + " found)";
+        err = "--device " + spec + ": no such Vulkan device (" + std::to_string(n) + " found";
+        // the backend leaves CPU drivers out by default (upstream's rule): say how to get one
+        if (!getenv("GGML_VK_VISIBLE_DEVICES")) {
+            err += "; a CPU Vulkan driver such as lavapipe is used only when GGML_VK_VISIBLE_DEVICES names "
+                   "its index, e.g. GGML_VK_VISIBLE_DEVICES=0";
+        }
+        err += ")";
         return nullptr;
     }
     return ggml_backend_reg_dev_get(reg, index);

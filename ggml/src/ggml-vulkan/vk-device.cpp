@@ -8,6 +8,7 @@
 
 #include "vk-internal.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +53,45 @@ bool has_layer(const char * name) {
 }
 
 // The features every shader relies on (see ggml-vulkan.h).
+// Which physical devices become ggml devices, in upstream ggml-vulkan's way: by default every
+// device except CPU drivers (lavapipe/llvmpipe/SwiftShader): a client that picks "the first GPU"
+// (stable-diffusion.cpp, llama.cpp) must not land on a software rasteriser that is slower than the
+// CPU backend. GGML_VK_VISIBLE_DEVICES="i,j,..." (raw vkEnumeratePhysicalDevices indices, in that
+// order) overrides the default and is how a CPU driver is chosen (our tests set it: tests/vk-env.cmake).
+// Malformed or out-of-range entries are reported and skipped.
+std::vector<uint32_t> visible_device_order(const std::vector<VkPhysicalDevice> & pds) {
+    std::vector<uint32_t> order;
+    const char * env = getenv("GGML_VK_VISIBLE_DEVICES");
+    if (env && *env) {
+        const char * p = env;
+        while (*p) {
+            char * end = nullptr;
+            const long v = strtol(p, &end, 10);
+            if (end == p || v < 0 || v >= (long) pds.size()) {
+                GGML_LOG_WARN("ggml-vulkan: GGML_VK_VISIBLE_DEVICES=\"%s\": entry at \"%s\" is not a device index "
+                              "below %zu; skipped\n", env, p, pds.size());
+                while (*p && *p != ',') ++p;
+            } else {
+                if (std::find(order.begin(), order.end(), (uint32_t) v) == order.end()) order.push_back((uint32_t) v);
+                p = end;
+            }
+            while (*p == ',' || *p == ' ') ++p;
+        }
+        return order;
+    }
+    for (uint32_t i = 0; i < (uint32_t) pds.size(); ++i) {
+        VkPhysicalDeviceProperties props;
+        vkGetPhysicalDeviceProperties(pds[i], &props);
+        if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+            GGML_LOG_INFO("ggml-vulkan: %s is a CPU driver: not used unless GGML_VK_VISIBLE_DEVICES names it "
+                          "(index %u)\n", props.deviceName, i);
+            continue;
+        }
+        order.push_back(i);
+    }
+    return order;
+}
+
 bool device_usable(VkPhysicalDevice pd, uint32_t * queue_family, uint32_t * subgroup_size) {
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(pd, &props);
@@ -142,7 +182,8 @@ vk_instance_state * create_instance() {
     vkEnumeratePhysicalDevices(st->instance, &n, nullptr);
     std::vector<VkPhysicalDevice> pds(n);
     vkEnumeratePhysicalDevices(st->instance, &n, pds.data());
-    for (VkPhysicalDevice pd : pds) {
+    for (uint32_t raw : visible_device_order(pds)) {
+        VkPhysicalDevice pd = pds[raw];
         uint32_t qf = 0, sg = 0;
         if (!device_usable(pd, &qf, &sg)) continue;
         if (st->devices.size() >= GGML_VK_MAX_DEVICES) break;
