@@ -185,9 +185,15 @@ template <typename F> int64_t largest_fitting(int64_t lo, int64_t hi, F fits) {
 
 } // namespace
 
-std::string suggest_fit(runner & r, const config & cfg, const std::vector<phase_spec> & phases, size_t avail,
+size_t suggest_headroom(size_t avail) {
+    return std::max<size_t>(avail / 64, (size_t) 4 << 20); // 1.6%, at least 4 MiB
+}
+
+std::string suggest_fit(runner & r, const config & cfg, const std::vector<phase_spec> & phases, size_t avail_all,
                         int check_phase, bool text_tokens_fixed) {
     std::vector<std::string> tries;
+    const size_t             room  = suggest_headroom(avail_all);
+    const size_t             avail = avail_all > room ? avail_all - room : 0;
 
     // fewer tokens (multiples of 64), same blocks
     const int64_t step = 64;

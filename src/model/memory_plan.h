@@ -54,8 +54,13 @@ available_memory query_available_memory();
 available_memory query_available_memory_from(const std::string & meminfo, const std::string & self_cgroup,
                                              const std::string & cgroup_root);
 
-// What fits in `avail` bytes instead of cfg: a phrase like "try --tokens 4096, --blocks 7 or
-// --no-check" ("" when nothing smaller fits either). check_phase: index of the phase that
+// Room a suggestion leaves below `avail`: the estimate includes the process's resident size at
+// init, which differs by a few MiB from one process to the next (driver threads, page faults), so
+// a suggestion that fitted exactly in this process could be refused in the run it proposes.
+size_t suggest_headroom(size_t avail);
+
+// What fits in `avail` bytes instead of cfg, with suggest_headroom(avail) to spare: a phrase like
+// "try --tokens 4096, --blocks 7 or --no-check" ("" when nothing smaller fits either). check_phase: index of the phase that
 // --no-check removes (-1: none). text_tokens_fixed: keep cfg.text_tokens when changing the
 // tokens (else the sdx default min(32, L/2)).
 std::string suggest_fit(runner & r, const config & cfg, const std::vector<phase_spec> & phases, size_t avail,
