@@ -195,6 +195,9 @@ struct vk_tensor_desc {
     uint32_t nb[4]; // in elements
 };
 static_assert(sizeof(vk_tensor_desc) == 48, "mirrors the GLSL std430 struct");
+// d = the address, type, sizes and element strides of t (all zero for t == nullptr); false (logged)
+// when t is not aligned to its element size (vk-ops.cpp)
+bool vk_describe_tensor(const ggml_tensor * t, vk_tensor_desc & d);
 
 constexpr int VK_MAX_PARAM_TENSORS = 6;
 struct vk_params {

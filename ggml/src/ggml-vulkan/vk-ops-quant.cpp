@@ -78,23 +78,6 @@ bool describe_quant(const ggml_tensor * t, vk_tensor_desc & d) {
     return true;
 }
 
-bool describe_plain(const ggml_tensor * t, vk_tensor_desc & d) {
-    memset(&d, 0, sizeof(d));
-    if (!t) return true;
-    const size_t ts = ggml_type_size(t->type);
-    d.addr          = vk_tensor_address(t);
-    if (d.addr % ts != 0) {
-        GGML_LOG_ERROR("ggml-vulkan: tensor %s is not aligned to its element size\n", t->name);
-        return false;
-    }
-    d.type = (uint32_t) t->type;
-    for (int i = 0; i < 4; i++) {
-        d.ne[i] = (uint32_t) t->ne[i];
-        d.nb[i] = (uint32_t) (t->nb[i] / ts);
-    }
-    return true;
-}
-
 uint32_t limit_groups(vk_device * dev, uint64_t g, int axis) {
     return (uint32_t) std::max<uint64_t>(1, std::min<uint64_t>(g, dev->props.limits.maxComputeWorkGroupCount[axis]));
 }
@@ -166,9 +149,9 @@ bool vk_quant_op_supported(vk_device * dev, const ggml_tensor * node) {
 
 bool vk_quant_op_record(vk_stream & s, ggml_tensor * node) {
     vk_params  p{};
-    if (!describe_plain(node, p.t[0]) || !describe_quant(node->src[0], p.t[1])) return false;
+    if (!vk_describe_tensor(node, p.t[0]) || !describe_quant(node->src[0], p.t[1])) return false;
     if (node->op == GGML_OP_MUL_MAT || node->op == GGML_OP_GET_ROWS) {
-        if (!describe_plain(node->src[1], p.t[2])) return false;
+        if (!vk_describe_tensor(node->src[1], p.t[2])) return false;
     }
     vk_device *   dev = s.dev;
     const int32_t qt  = (int32_t) node->src[0]->type;

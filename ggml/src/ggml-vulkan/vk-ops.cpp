@@ -9,6 +9,23 @@
 #include <cmath>
 #include <cstring>
 
+bool vk_describe_tensor(const ggml_tensor * t, vk_tensor_desc & d) {
+    memset(&d, 0, sizeof(d));
+    if (!t) return true;
+    const size_t ts = ggml_type_size(t->type);
+    d.addr          = vk_tensor_address(t);
+    if (d.addr % ts != 0) {
+        GGML_LOG_ERROR("ggml-vulkan: tensor %s is not aligned to its element size\n", t->name);
+        return false;
+    }
+    d.type = (uint32_t) t->type;
+    for (int i = 0; i < 4; i++) {
+        d.ne[i] = (uint32_t) t->ne[i];
+        d.nb[i] = (uint32_t) (t->nb[i] / ts);
+    }
+    return true;
+}
+
 namespace {
 
 bool is_float(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
@@ -166,22 +183,6 @@ enum ew_op {
     EW_GET_ROWS, EW_TIMESTEP, EW_UNARY = 100,
 };
 
-bool describe(const ggml_tensor * t, vk_tensor_desc & d) {
-    memset(&d, 0, sizeof(d));
-    if (!t) return true;
-    const size_t ts = ggml_type_size(t->type);
-    d.addr          = vk_tensor_address(t);
-    if (d.addr % ts != 0) {
-        GGML_LOG_ERROR("ggml-vulkan: tensor %s is not aligned to its element size\n", t->name);
-        return false;
-    }
-    d.type = (uint32_t) t->type;
-    for (int i = 0; i < 4; i++) {
-        d.ne[i] = (uint32_t) t->ne[i];
-        d.nb[i] = (uint32_t) (t->nb[i] / ts);
-    }
-    return true;
-}
 
 uint32_t wg_size(vk_device * dev, uint32_t want) {
     return std::min<uint32_t>({want, dev->props.limits.maxComputeWorkGroupInvocations, dev->props.limits.maxComputeWorkGroupSize[0]});
@@ -197,7 +198,7 @@ struct recorder {
     ggml_tensor * node;
     vk_params     p{};
 
-    bool set(int i, const ggml_tensor * t) { return describe(t, p.t[i]); }
+    bool set(int i, const ggml_tensor * t) { return vk_describe_tensor(t, p.t[i]); }
 
     bool run(const char * shader, std::vector<int32_t> spec, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
         std::vector<const ggml_tensor *> reads;
