@@ -44,6 +44,12 @@ TEST(CpuIsa, levels_run_from_portable_up_to_the_cpu_level) {
     EXPECT_STREQ(ggml_cpu_isa_level(ggml_cpu_isa_count() - 1), ggml_cpu_get_isa_detected());
     EXPECT_EQ(ggml_cpu_isa_level(ggml_cpu_isa_count()), nullptr);
     // the CPU's level agrees with the feature queries
+#if defined(__aarch64__)
+    EXPECT_EQ(ggml_cpu_has_neon(), 1); // every AArch64 Linux/macOS CPU has Advanced SIMD
+    const int want = ggml_cpu_has_dotprod() ? (ggml_cpu_has_matmul_int8() ? rank_of("i8mm") : rank_of("dotprod"))
+                                            : rank_of("neon");
+    EXPECT_EQ(rank_of(ggml_cpu_get_isa_detected()), want);
+#else
     if (ggml_cpu_has_avx2() && ggml_cpu_has_fma() && ggml_cpu_has_f16c()) {
         EXPECT_GE(rank_of(ggml_cpu_get_isa_detected()), rank_of("avx2"));
     } else {
@@ -52,6 +58,7 @@ TEST(CpuIsa, levels_run_from_portable_up_to_the_cpu_level) {
     if (!ggml_cpu_has_avx512()) {
         EXPECT_LT(rank_of(ggml_cpu_get_isa_detected()), rank_of("avx512"));
     }
+#endif
     test_isa::note_skipped_levels();
 }
 
@@ -61,7 +68,56 @@ TEST(CpuIsa, the_detected_level_is_the_expected_one_where_the_runner_states_it) 
     const char * want = getenv("SD_EXPECT_ISA_DETECTED");
     if (!want || !*want) GTEST_SKIP() << "SD_EXPECT_ISA_DETECTED not set (only the emulated pass sets it)";
     EXPECT_STREQ(ggml_cpu_get_isa_detected(), want);
-    if (std::string(want) == "avx2") EXPECT_EQ(ggml_cpu_has_avx512(), 0);
+    if (std::string(want) == "avx2") {
+        EXPECT_EQ(ggml_cpu_has_avx512(), 0);
+    }
+    if (std::string(want) == "neon") {
+        EXPECT_EQ(ggml_cpu_has_dotprod() + ggml_cpu_has_matmul_int8(), 0);
+    }
+}
+
+// The ggml_cpu_has_* queries and the backend's feature list tell the truth on each architecture
+// (upstream's answers), never another architecture's flags.
+TEST(CpuIsa, the_cpu_queries_tell_the_truth_on_every_architecture) {
+    auto listed = [](const char * name) {
+        auto get = (ggml_backend_get_features_t) ggml_backend_reg_get_proc_address(ggml_backend_cpu_reg(),
+                                                                                   "ggml_backend_get_features");
+        if (!get) return false;
+        for (ggml_backend_feature * f = get(ggml_backend_cpu_reg()); f->name; ++f) {
+            if (!strcmp(f->name, name)) return true;
+        }
+        return false;
+    };
+#if defined(__aarch64__)
+    EXPECT_EQ(ggml_cpu_has_neon(), 1);
+    EXPECT_EQ(ggml_cpu_has_arm_fma(), 1);
+    EXPECT_TRUE(listed("NEON"));
+    EXPECT_EQ(listed("DOTPROD"), ggml_cpu_has_dotprod() == 1);
+    EXPECT_EQ(listed("MATMUL_INT8"), ggml_cpu_has_matmul_int8() == 1);
+    EXPECT_EQ(ggml_cpu_has_sve() == 1, ggml_cpu_get_sve_cnt() > 0);
+    EXPECT_EQ(ggml_cpu_has_avx2() + ggml_cpu_has_avx512() + ggml_cpu_has_sse3() + ggml_cpu_has_fma(), 0);
+    EXPECT_FALSE(listed("AVX2"));
+#elif defined(__x86_64__)
+    EXPECT_EQ(ggml_cpu_has_sse3(), 1); // every x86-64 CPU
+    EXPECT_EQ(ggml_cpu_has_neon() + ggml_cpu_has_dotprod() + ggml_cpu_has_matmul_int8() + ggml_cpu_has_sve(), 0);
+    EXPECT_EQ(ggml_cpu_get_sve_cnt(), 0);
+    EXPECT_FALSE(listed("NEON"));
+    EXPECT_EQ(listed("AVX2"), ggml_cpu_has_avx2() == 1);
+#endif
+}
+
+// A level of the other architecture is refused (not silently taken as "no cap") and changes nothing,
+// from the API and from GGML_CPU_ISA alike.
+TEST(CpuIsa, a_level_of_the_other_architecture_is_refused) {
+    restore_cap r;
+    ASSERT_TRUE(ggml_cpu_set_isa("portable"));
+    for (const std::string & lv : test_isa::foreign_levels()) {
+        EXPECT_FALSE(ggml_cpu_set_isa(lv.c_str())) << lv;
+        EXPECT_STREQ(ggml_cpu_get_isa(), "portable") << lv;
+        EXPECT_FALSE(ggml_cpu_isa_can_use(lv.c_str())) << lv;
+    }
+    ASSERT_TRUE(ggml_cpu_set_isa(nullptr));
+    for (const std::string & lv : test_isa::foreign_levels()) EXPECT_FALSE(ggml_cpu_isa_can_use(lv.c_str())) << lv;
 }
 
 TEST(CpuIsa, the_cap_lowers_the_active_level_and_null_restores_it) {
@@ -73,8 +129,9 @@ TEST(CpuIsa, the_cap_lowers_the_active_level_and_null_restores_it) {
         EXPECT_TRUE(ggml_cpu_isa_can_use(lv.c_str()));
     }
     // a cap above the CPU is no cap
-    ASSERT_TRUE(ggml_cpu_set_isa("avx512"));
-    EXPECT_LE(rank_of(ggml_cpu_get_isa()), rank_of("avx512"));
+    const std::string top = test_isa::all_levels().back() == "amx" ? "avx512" : test_isa::all_levels().back();
+    ASSERT_TRUE(ggml_cpu_set_isa(top.c_str()));
+    EXPECT_LE(rank_of(ggml_cpu_get_isa()), rank_of(top));
     EXPECT_LE(rank_of(ggml_cpu_get_isa()), rank_of(ggml_cpu_get_isa_detected()));
     ASSERT_TRUE(ggml_cpu_set_isa(nullptr));
     EXPECT_EQ(dflt, ggml_cpu_get_isa());
@@ -98,6 +155,13 @@ TEST(CpuIsa, nothing_above_the_cap_is_usable) {
     for (const char * f : x86_features) EXPECT_FALSE(ggml_cpu_isa_can_use(f)) << f;
     EXPECT_FALSE(ggml_cpu_isa_can_use("avx2"));
     EXPECT_TRUE(ggml_cpu_isa_can_use("portable"));
+    for (const char * f : {"neon", "fp16_va", "dotprod", "i8mm", "arm_bf16", "sve"}) EXPECT_FALSE(ggml_cpu_isa_can_use(f)) << f;
+    if (ggml_cpu_isa_count() > 2 && std::string(ggml_cpu_isa_level(1)) == "neon") {
+        ASSERT_TRUE(ggml_cpu_set_isa("neon"));
+        EXPECT_TRUE(ggml_cpu_isa_can_use("neon"));
+        EXPECT_FALSE(ggml_cpu_isa_can_use("dotprod")) << "under a cap of neon";
+        EXPECT_FALSE(ggml_cpu_isa_can_use("i8mm")) << "under a cap of neon";
+    }
     if (ggml_cpu_isa_count() > 1 && std::string(ggml_cpu_isa_level(1)) == "avx2") {
         ASSERT_TRUE(ggml_cpu_set_isa("avx2"));
         EXPECT_TRUE(ggml_cpu_isa_can_use("avx2"));
@@ -127,7 +191,7 @@ TEST(CpuIsa, the_service_answers_like_the_public_queries) {
     for (const std::string & lv : test_isa::runnable_levels()) {
         ASSERT_TRUE(ggml_cpu_set_isa(lv.c_str()));
         EXPECT_STREQ(svc->active_level(), lv.c_str());
-        for (const char * f : {"avx2", "fma", "avx512", "avx512_vnni", "avx_vnni"}) {
+        for (const char * f : {"avx2", "fma", "avx512", "avx512_vnni", "avx_vnni", "neon", "dotprod", "i8mm"}) {
             EXPECT_EQ(svc->can_use(f), ggml_cpu_isa_can_use(f)) << f << " at " << lv;
         }
     }

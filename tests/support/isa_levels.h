@@ -31,8 +31,24 @@ inline std::vector<std::string> runnable_levels() {
     return out;
 }
 
-// The x86 levels the suite knows, whether or not this CPU has them.
-inline std::vector<std::string> all_levels() { return {"portable", "avx2", "avx_vnni", "avx512", "amx"}; }
+// The levels of this build's architecture family the suite knows, lowest first, whether or not
+// this CPU has them.
+inline std::vector<std::string> all_levels() {
+#if defined(__aarch64__)
+    return {"portable", "neon", "dotprod", "i8mm"};
+#else
+    return {"portable", "avx2", "avx_vnni", "avx512", "amx"};
+#endif
+}
+
+// The other family's levels: never runnable here, refused by ggml_cpu_set_isa.
+inline std::vector<std::string> foreign_levels() {
+#if defined(__aarch64__)
+    return {"avx2", "avx_vnni", "avx512", "amx"};
+#else
+    return {"neon", "dotprod", "i8mm"};
+#endif
+}
 
 // Prints each known level this run skips ("not on this CPU" / "above the GGML_CPU_ISA cap").
 inline void note_skipped_levels() {

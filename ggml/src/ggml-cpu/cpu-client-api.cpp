@@ -98,14 +98,15 @@ int ggml_cpu_has_bmi2(void) { return ggml_cpu_get_features().bmi2 ? 1 : 0; }
 int ggml_cpu_has_f16c(void) { return ggml_cpu_get_features().f16c ? 1 : 0; }
 int ggml_cpu_has_fma(void) { return ggml_cpu_get_features().fma ? 1 : 0; }
 int ggml_cpu_has_avx512_vbmi(void) { return ggml_cpu_get_features().avx512_vbmi ? 1 : 0; }
-int ggml_cpu_has_neon(void) { return 0; }
-int ggml_cpu_has_arm_fma(void) { return 0; }
-int ggml_cpu_has_fp16_va(void) { return 0; }
-int ggml_cpu_has_dotprod(void) { return 0; }
-int ggml_cpu_has_matmul_int8(void) { return 0; }
-int ggml_cpu_has_sve(void) { return 0; }
-int ggml_cpu_get_sve_cnt(void) { return 0; }
-int ggml_cpu_has_sme(void) { return 0; }
+// AArch64: what the CPU has (HWCAP), as upstream reports it; Advanced SIMD always includes FMA
+int ggml_cpu_has_neon(void) { return ggml_cpu_get_features().neon ? 1 : 0; }
+int ggml_cpu_has_arm_fma(void) { return ggml_cpu_get_features().neon ? 1 : 0; }
+int ggml_cpu_has_fp16_va(void) { return ggml_cpu_get_features().fp16_va ? 1 : 0; }
+int ggml_cpu_has_dotprod(void) { return ggml_cpu_get_features().dotprod ? 1 : 0; }
+int ggml_cpu_has_matmul_int8(void) { return ggml_cpu_get_features().i8mm ? 1 : 0; }
+int ggml_cpu_has_sve(void) { return ggml_cpu_get_features().sve ? 1 : 0; }
+int ggml_cpu_get_sve_cnt(void) { return ggml_cpu_get_features().sve_bytes; }
+int ggml_cpu_has_sme(void) { return ggml_cpu_get_features().sme ? 1 : 0; }
 int ggml_cpu_has_riscv_v(void) { return 0; }
 int ggml_cpu_get_rvv_vlen(void) { return 0; }
 int ggml_cpu_has_vsx(void) { return 0; }

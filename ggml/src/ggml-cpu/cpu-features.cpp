@@ -18,6 +18,82 @@
 #include <unistd.h>
 #endif
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
+
+#if defined(__aarch64__)
+namespace {
+
+#if defined(__linux__)
+// Linux's AT_HWCAP / AT_HWCAP2 bit numbers (arch/arm64/include/uapi/asm/hwcap.h); spelled out so
+// an older libc's headers are enough
+constexpr unsigned long HWCAP_ASIMD_BIT   = 1ul << 1;
+constexpr unsigned long HWCAP_ASIMDHP_BIT = 1ul << 10;
+constexpr unsigned long HWCAP_ASIMDDP_BIT = 1ul << 20;
+constexpr unsigned long HWCAP_SVE_BIT     = 1ul << 22;
+constexpr unsigned long HWCAP2_SVE2_BIT   = 1ul << 1;
+constexpr unsigned long HWCAP2_I8MM_BIT   = 1ul << 13;
+constexpr unsigned long HWCAP2_BF16_BIT   = 1ul << 14;
+constexpr unsigned long HWCAP2_SME_BIT    = 1ul << 23;
+
+ggml_cpu_features detect() {
+    ggml_cpu_features f;
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f.neon     = (hw & HWCAP_ASIMD_BIT) != 0;
+    f.fp16_va  = (hw & HWCAP_ASIMDHP_BIT) != 0;
+    f.dotprod  = (hw & HWCAP_ASIMDDP_BIT) != 0;
+    f.sve      = (hw & HWCAP_SVE_BIT) != 0;
+    f.sve2     = (hw2 & HWCAP2_SVE2_BIT) != 0;
+    f.i8mm     = (hw2 & HWCAP2_I8MM_BIT) != 0;
+    f.arm_bf16 = (hw2 & HWCAP2_BF16_BIT) != 0;
+    f.sme      = (hw2 & HWCAP2_SME_BIT) != 0;
+#if defined(PR_SVE_GET_VL) && defined(PR_SVE_VL_LEN_MASK)
+    if (f.sve) f.sve_bytes = (int) (prctl(PR_SVE_GET_VL) & PR_SVE_VL_LEN_MASK);
+#endif
+    return f;
+}
+#elif defined(__APPLE__)
+bool sysctl_flag(const char * name) {
+    int    v  = 0;
+    size_t sz = sizeof(v);
+    return sysctlbyname(name, &v, &sz, nullptr, 0) == 0 && v != 0;
+}
+
+ggml_cpu_features detect() {
+    ggml_cpu_features f;
+    f.neon     = true; // every Apple Silicon core
+    f.fp16_va  = sysctl_flag("hw.optional.arm.FEAT_FP16");
+    f.dotprod  = sysctl_flag("hw.optional.arm.FEAT_DotProd");
+    f.i8mm     = sysctl_flag("hw.optional.arm.FEAT_I8MM");
+    f.arm_bf16 = sysctl_flag("hw.optional.arm.FEAT_BF16");
+    f.sme      = sysctl_flag("hw.optional.arm.FEAT_SME");
+    return f;
+}
+#else
+// no run-time query known here: what the compiler was told the target has
+ggml_cpu_features detect() {
+    ggml_cpu_features f;
+    f.neon = true;
+#ifdef __ARM_FEATURE_DOTPROD
+    f.dotprod = true;
+#endif
+#ifdef __ARM_FEATURE_MATMUL_INT8
+    f.i8mm = true;
+#endif
+#ifdef __ARM_FEATURE_FP16_VECTOR_ARITHMETIC
+    f.fp16_va = true;
+#endif
+    return f;
+}
+#endif
+
+} // namespace
+#endif // __aarch64__
+
 #ifdef GGML_CPU_X86
 namespace {
 
@@ -137,7 +213,7 @@ static std::string proc_cpuinfo_model_name() {
 }
 
 const ggml_cpu_features & ggml_cpu_get_features() {
-#ifdef GGML_CPU_X86
+#if defined(GGML_CPU_X86) || defined(__aarch64__)
     static const ggml_cpu_features features = detect();
 #else
     static const ggml_cpu_features features;

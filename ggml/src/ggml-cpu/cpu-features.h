@@ -1,8 +1,8 @@
 #pragma once
 
-// cpu-features.h — runtime CPU feature detection (internal). All flags are false on non-x86
-// builds. A flag is true only if the CPU has the feature AND the OS saves the register state it
-// needs (XCR0), so a kernel may use it when the compiler also targeted it.
+// cpu-features.h — runtime CPU feature detection (internal). x86: CPUID, and a flag is true only
+// if the OS also saves the register state it needs (XCR0). AArch64: the kernel's HWCAP bits
+// (Linux getauxval), sysctl on Apple. Flags of the other architecture are always false.
 
 struct ggml_cpu_features {
     bool sse3        = false;
@@ -23,6 +23,16 @@ struct ggml_cpu_features {
     bool amx_tile    = false; // CPUID + XCR0 only; see ggml_cpu_amx_request_permission
     bool amx_int8    = false;
     bool amx_bf16    = false;
+    // AArch64 (Linux HWCAP names in comments)
+    bool neon    = false; // Advanced SIMD with FMA (asimd): every ARMv8-A CPU with an FPU
+    bool fp16_va = false; // FP16 vector arithmetic (asimdhp), ARMv8.2-A
+    bool dotprod = false; // SDOT/UDOT (asimddp), ARMv8.2-A
+    bool i8mm    = false; // SMMLA/UMMLA/USDOT (hwcap2 i8mm), ARMv8.6-A
+    bool arm_bf16 = false; // BFDOT/BFMMLA (hwcap2 bf16)
+    bool sve     = false; // SVE (Graviton 3/4); sve_bytes = vector length
+    bool sve2    = false;
+    bool sme     = false;
+    int  sve_bytes = 0;
     // CPU identity (CPUID leaves 0 and 1), the key of the kernel-choice table (kernel-choice.cpp)
     char     vendor[13] = {0}; // "AuthenticAMD", "GenuineIntel", ... ("" off x86)
     unsigned family     = 0;   // display family (base + extended)

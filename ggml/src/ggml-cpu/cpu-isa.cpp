@@ -14,7 +14,7 @@ namespace {
 
 constexpr int N_LEVELS = (int) ggml_cpu_isa::count;
 
-const char * const k_names[N_LEVELS] = {"portable", "avx2", "avx_vnni", "avx512", "amx"};
+const char * const k_names[N_LEVELS] = {"portable", "avx2", "avx_vnni", "avx512", "amx", "neon", "dotprod", "i8mm"};
 
 bool level_supported(const ggml_cpu_features & f, ggml_cpu_isa l) {
     switch (l) {
@@ -27,10 +27,15 @@ bool level_supported(const ggml_cpu_features & f, ggml_cpu_isa l) {
         case ggml_cpu_isa::amx:
             return level_supported(f, ggml_cpu_isa::avx512) && (f.amx_int8 || f.amx_bf16) &&
                    ggml_cpu_amx_request_permission();
+        case ggml_cpu_isa::neon: return f.neon;
+        case ggml_cpu_isa::dotprod: return f.neon && f.dotprod;
+        case ggml_cpu_isa::i8mm: return f.neon && f.dotprod && f.i8mm;
         default: return false;
     }
 }
 
+// A CPU has levels of one family only (the other family's flags are never set), so the highest
+// supported rank is the highest level of its own family.
 ggml_cpu_isa detect_level() {
     const ggml_cpu_features & f = ggml_cpu_get_features();
     ggml_cpu_isa              best = ggml_cpu_isa::portable;
@@ -38,6 +43,10 @@ ggml_cpu_isa detect_level() {
         if (level_supported(f, (ggml_cpu_isa) l)) best = (ggml_cpu_isa) l;
     }
     return best;
+}
+
+bool same_family(ggml_cpu_isa a, ggml_cpu_isa b) {
+    return a == ggml_cpu_isa::portable || b == ggml_cpu_isa::portable || ggml_cpu_isa_is_arm(a) == ggml_cpu_isa_is_arm(b);
 }
 
 // The features visible at each level: a flag survives only if its tier is at or below the level.
@@ -50,6 +59,14 @@ ggml_cpu_features mask(ggml_cpu_features f, ggml_cpu_isa level) {
         f.avx512_vnni = f.avx512_bf16 = f.avx512_vbmi = false;
     }
     if (l < (int) ggml_cpu_isa::amx) f.amx_tile = f.amx_int8 = f.amx_bf16 = false;
+    // AArch64: ranks above amx; an x86 level (< neon) clears them all, which is harmless since
+    // an x86 level is never active on an AArch64 CPU
+    if (l < (int) ggml_cpu_isa::neon) {
+        f.neon = f.fp16_va = f.sve = f.sve2 = f.sme = false;
+        f.sve_bytes = 0;
+    }
+    if (l < (int) ggml_cpu_isa::dotprod) f.dotprod = false;
+    if (l < (int) ggml_cpu_isa::i8mm) f.i8mm = f.arm_bf16 = false;
     return f;
 }
 
@@ -60,28 +77,35 @@ struct level_state {
     std::atomic<int>  active;
 };
 
-int default_cap() {
+int default_cap(ggml_cpu_isa detected) {
+    if (ggml_cpu_isa_is_arm(detected)) return (int) ggml_cpu_isa::i8mm;
     // AMX is opt-in (cpu-isa.h); GGML_CPU_AMX=1 is the older name for GGML_CPU_ISA=amx
     const char * amx = getenv("GGML_CPU_AMX");
     return (amx && strcmp(amx, "1") == 0) ? (int) ggml_cpu_isa::amx : (int) ggml_cpu_isa::avx512;
 }
 
+// callers pass only caps of the detected level's family (or portable)
 int clamp_to_cpu(int cap, ggml_cpu_isa detected) { return cap < (int) detected ? cap : (int) detected; }
+
+const char * family_levels(ggml_cpu_isa detected) {
+    return ggml_cpu_isa_is_arm(detected) ? "portable, neon, dotprod, i8mm or native"
+                                         : "portable, avx2, avx_vnni, avx512, amx or native";
+}
 
 level_state & state() {
     static level_state * s = [] {
         level_state * st = new level_state;
         st->detected     = detect_level();
         for (int l = 0; l < N_LEVELS; ++l) st->masked[l] = mask(ggml_cpu_get_features(), (ggml_cpu_isa) l);
-        int          cap = default_cap();
+        int          cap = default_cap(st->detected);
         const char * env = getenv("GGML_CPU_ISA");
         if (env && *env) {
             ggml_cpu_isa lv;
-            if (ggml_cpu_isa_parse(env, &lv)) {
+            if (ggml_cpu_isa_parse(env, &lv) && (lv == ggml_cpu_isa::count || same_family(lv, st->detected))) {
                 if (lv != ggml_cpu_isa::count) cap = (int) lv;
             } else {
-                GGML_LOG_ERROR("GGML_CPU_ISA='%s' ignored: expected portable, avx2, avx_vnni, avx512, amx or native\n",
-                               env);
+                GGML_LOG_ERROR("GGML_CPU_ISA='%s' ignored: this CPU's levels are %s\n", env,
+                               family_levels(st->detected));
             }
         }
         st->env_cap = cap;
@@ -121,10 +145,12 @@ bool ggml_cpu_isa_parse(const char * name, ggml_cpu_isa * level) {
     return false;
 }
 
-void ggml_cpu_isa_set_cap(ggml_cpu_isa cap) {
+bool ggml_cpu_isa_set_cap(ggml_cpu_isa cap) {
     level_state & s = state();
-    const int     c = cap == ggml_cpu_isa::count ? s.env_cap : (int) cap;
+    if (cap != ggml_cpu_isa::count && !same_family(cap, s.detected)) return false;
+    const int c = cap == ggml_cpu_isa::count ? s.env_cap : (int) cap;
     s.active.store(clamp_to_cpu(c, s.detected));
+    return true;
 }
 
 // ---- public (ggml-cpu.h) ----------------------------------------------------------------------
@@ -133,11 +159,11 @@ extern "C" {
 
 bool ggml_cpu_set_isa(const char * level) {
     ggml_cpu_isa l;
-    if (!ggml_cpu_isa_parse(level, &l)) {
-        GGML_LOG_ERROR("ggml_cpu_set_isa('%s'): unknown level (portable, avx2, avx_vnni, avx512, amx, native)\n", level);
+    if (!ggml_cpu_isa_parse(level, &l) || !ggml_cpu_isa_set_cap(l)) {
+        GGML_LOG_ERROR("ggml_cpu_set_isa('%s'): not a level of this CPU (%s)\n", level ? level : "(null)",
+                       family_levels(ggml_cpu_isa_detected()));
         return false;
     }
-    ggml_cpu_isa_set_cap(l);
     return true;
 }
 
@@ -183,6 +209,12 @@ bool ggml_cpu_isa_can_use(const char * feature) {
         {"avx512_vbmi", f.avx512_vbmi},
         {"amx_int8", f.amx_int8},
         {"amx_bf16", f.amx_bf16},
+        {"neon", f.neon},
+        {"fp16_va", f.fp16_va},
+        {"dotprod", f.dotprod},
+        {"i8mm", f.i8mm},
+        {"arm_bf16", f.arm_bf16},
+        {"sve", f.sve},
     };
     for (const item & it : items) {
         if (!strcmp(feature, it.name)) return it.on;

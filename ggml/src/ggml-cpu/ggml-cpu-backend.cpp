@@ -380,6 +380,17 @@ ggml_backend_feature * cpu_get_features(ggml_backend_reg_t reg) {
         if (ggml_cpu_has_avx512_bf16()) f.push_back({"AVX512_BF16", "1"});
         if (ggml_cpu_has_amx_int8()) f.push_back({"AMX_INT8", "1"});
         if (ggml_cpu_has_amx_bf16()) f.push_back({"AMX_BF16", "1"});
+        if (cf.neon) f.push_back({"NEON", "1"});
+        if (cf.neon) f.push_back({"ARM_FMA", "1"});
+        if (cf.fp16_va) f.push_back({"FP16_VA", "1"});
+        if (cf.dotprod) f.push_back({"DOTPROD", "1"});
+        if (cf.i8mm) f.push_back({"MATMUL_INT8", "1"});
+        if (cf.sve) f.push_back({"SVE", "1"});
+        if (cf.sve) {
+            static const std::string sve_cnt = std::to_string(cf.sve_bytes);
+            f.push_back({"SVE_CNT", sve_cnt.c_str()});
+        }
+        if (cf.sme) f.push_back({"SME", "1"});
         f.push_back({nullptr, nullptr});
         return f;
     }();
