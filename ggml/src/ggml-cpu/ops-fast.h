@@ -1,6 +1,7 @@
 #pragma once
 
-// ops-fast.h — the row kernels of each instruction-set level (ops-*-avx512.cpp, ops-*-avx2.cpp)
+// ops-fast.h — the row kernels of each instruction-set level (ops-*-avx512.cpp, ops-*-avx2.cpp,
+// ops-*-neon.cpp)
 // and the table that selects them. The portable kernels call a level's row kernel only for
 // contiguous F32 rows (and F16/BF16 conversions) when ggml_cpu_rows(params) returns a table with
 // that entry; everything else stays on the portable path, which is also what params->use_ref
@@ -79,10 +80,30 @@ void ggml_avx2_rope_cache(const double * coef, int half, double pos, float mscal
 void ggml_avx2_rope_row(const float * x, float * y, int64_t ne0, int n_offs, int n_dims, bool neox, const float * cs,
                         const float * sn);
 
+// ---- the NEON level (ops-elementwise-neon.cpp, ops-rows-neon.cpp; AArch64) ---------------------
+// The same contracts, 4 lanes wide, baseline ARMv8-A AdvSIMD (it serves the neon, dotprod and i8mm
+// levels). Bit-identical to the x86 kernels: the transcendental maps, the conversions, rms_norm_row,
+// rope_cache and rope_row (same operations in the same order, FMLA/FMLS for vfmadd/vfnmadd, see
+// vec-neon-rows.h); norm_row and soft_max_row keep their precision but group their sums by 4 lanes.
+void ggml_neon_map_row(ggml_fast_map op, const float * x, float * y, int64_t n, float a, float b);
+void ggml_neon_glu_row(ggml_fast_glu op, const float * x, const float * g, float * y, int64_t n);
+void ggml_neon_binary_row(ggml_fast_bin op, const float * a, const float * b, float * d, int64_t n, bool b_scalar);
+void ggml_neon_f32_to_f16(const float * x, uint16_t * y, int64_t n);
+void ggml_neon_f16_to_f32(const uint16_t * x, float * y, int64_t n);
+void ggml_neon_f32_to_bf16(const float * x, uint16_t * y, int64_t n);
+void ggml_neon_bf16_to_f32(const uint16_t * x, float * y, int64_t n);
+void ggml_neon_rms_norm_row(const float * x, float * y, int64_t n, float eps);
+void ggml_neon_norm_row(const float * x, float * y, int64_t n, float eps);
+void ggml_neon_soft_max_row(const float * x, float * y, float * tmp, int64_t n, float scale, const void * mask,
+                            bool mask_f16, float slope, float sink);
+void ggml_neon_rope_cache(const double * coef, int half, double pos, float mscale, bool neox, float * cs, float * sn);
+void ggml_neon_rope_row(const float * x, float * y, int64_t ne0, int n_offs, int n_dims, bool neox, const float * cs,
+                        const float * sn);
+
 // ---- the table ---------------------------------------------------------------------------------
 // One per level; an entry a level has not written is nullptr (that op stays portable there).
 struct ggml_cpu_row_kernels {
-    const char * isa; // "avx512", "avx2": prefix of the kernel names the ops report
+    const char * isa; // "avx512", "avx2", "neon": prefix of the kernel names the ops report
     void (*map_row)(ggml_fast_map op, const float * x, float * y, int64_t n, float a, float b);
     void (*glu_row)(ggml_fast_glu op, const float * x, const float * g, float * y, int64_t n);
     void (*binary_row)(ggml_fast_bin op, const float * a, const float * b, float * d, int64_t n, bool b_scalar);
@@ -99,14 +120,18 @@ struct ggml_cpu_row_kernels {
                      const float * sn);
 };
 
-// The tables (nullptr where the build has no such level: non-x86, non-GCC/Clang).
+// The tables (nullptr where the build has no such level: the x86 ones off x86-64 GCC/Clang, the
+// NEON one off AArch64).
 const ggml_cpu_row_kernels * ggml_cpu_row_kernels_avx512(void); // ops-fast.cpp
 const ggml_cpu_row_kernels * ggml_cpu_row_kernels_avx2(void);   // ops-rows-avx2.cpp
+const ggml_cpu_row_kernels * ggml_cpu_row_kernels_neon(void);   // ops-rows-neon.cpp
 
 // The row kernels of the active level, nullptr for the portable path (use_ref, or no level).
 inline const ggml_cpu_row_kernels * ggml_cpu_rows_for_level(void) {
     if (ggml_cpu_isa_allows(ggml_cpu_isa::avx512)) return ggml_cpu_row_kernels_avx512();
     if (ggml_cpu_isa_allows(ggml_cpu_isa::avx2)) return ggml_cpu_row_kernels_avx2();
+    // dotprod and i8mm add nothing to these kernels: they run the NEON table
+    if (ggml_cpu_isa_allows(ggml_cpu_isa::neon)) return ggml_cpu_row_kernels_neon();
     return nullptr;
 }
 inline const ggml_cpu_row_kernels * ggml_cpu_rows(const struct ggml_compute_params * params) {
