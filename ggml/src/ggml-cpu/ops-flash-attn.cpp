@@ -12,11 +12,13 @@
 //
 // Kernel by instruction-set level (cpu-isa.h; use_ref always runs this file's portable kernel):
 // avx512 and above -> ops-flash-attn-avx512.cpp, avx2 / avx_vnni -> ops-flash-attn-avx2.cpp (F32
-// products), below -> the portable kernel here.
+// products); on AArch64 neon and above -> ops-flash-attn-neon.cpp (F32 products, baseline ARMv8-A);
+// below -> the portable kernel here.
 
 #include "cpu-ops.h"
 #include "ops-fast.h"
 #include "ops-flash-attn-avx2.h"
+#include "ops-flash-attn-neon.h"
 #include "portable-dot.h"
 
 #include <algorithm>
@@ -110,11 +112,15 @@ size_t ggml_cpu_flash_attn_ext_work_size(const struct ggml_tensor * dst, int n_t
     // room for the scratch of every kernel this CPU has (whatever the cap: the cap may change
     // between planning and running, ggml_cpu_set_isa / GGML_CPU_ISA)
     const ggml_cpu_isa level = ggml_cpu_isa_detected();
-    if ((int) level >= (int) ggml_cpu_isa::avx2) {
+    const bool         arm   = ggml_cpu_isa_is_arm(level); // levels order only within their family
+    if (!arm && (int) level >= (int) ggml_cpu_isa::avx2) {
         floats = std::max(floats, ggml_avx2_flash_attn_floats(dst->src[0]->ne[0], dst->src[2]->ne[0]));
     }
-    if ((int) level >= (int) ggml_cpu_isa::avx512) {
+    if (!arm && (int) level >= (int) ggml_cpu_isa::avx512) {
         floats = std::max(floats, ggml_avx512_flash_attn_floats(dst->src[0]->ne[0], dst->src[2]->ne[0]));
+    }
+    if (arm) { // every AArch64 level (neon, dotprod, i8mm) runs the neon kernel
+        floats = std::max(floats, ggml_neon_flash_attn_floats(dst->src[0]->ne[0], dst->src[2]->ne[0]));
     }
     return 64 + (size_t) n_threads * floats * sizeof(float);
 }
@@ -152,6 +158,13 @@ void ggml_cpu_op_flash_attn_ext(const struct ggml_compute_params * params, struc
     if (!params->use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::avx2)) {
         GGML_ASSERT(params->wsize >= ggml_cpu_flash_attn_ext_work_size(dst, params->nth));
         ggml_avx2_flash_attn_ext(params, dst);
+        return;
+    }
+    // AArch64 (neon, and dotprod / i8mm above it: no integer products here, so one kernel serves
+    // them all); ggml_cpu_isa_allows(neon) is never true on x86
+    if (!params->use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::neon)) {
+        GGML_ASSERT(params->wsize >= ggml_cpu_flash_attn_ext_work_size(dst, params->nth));
+        ggml_neon_flash_attn_ext(params, dst);
         return;
     }
 
