@@ -157,8 +157,9 @@ bool ggml_cpu_kernel_runnable(ggml_cpu_kernel kernel) {
     const ggml_cpu_features & f = ggml_cpu_active_features();
     switch (kernel) {
         case ggml_cpu_kernel::bf16dot: return ggml_cpu_isa_allows(ggml_cpu_isa::avx512) && f.avx512_bf16;
-        // the integer tiles of the active level (quant-dot-fast.cpp): AVX512-VNNI or AVX2
-        case ggml_cpu_kernel::vnni: return ggml_cpu_isa_allows(ggml_cpu_isa::avx2);
+        // the integer tiles of the active level (quant-dot-fast.cpp): AVX512-VNNI or AVX2, or on
+        // AArch64 SMMLA, SDOT or NEON
+        case ggml_cpu_kernel::vnni: return ggml_cpu_isa_allows(ggml_cpu_isa::avx2) || ggml_cpu_isa_allows(ggml_cpu_isa::neon);
         case ggml_cpu_kernel::vecdot:
         case ggml_cpu_kernel::portable: return true; // portable C++
         default: return ggml_cpu_isa_allows(ggml_cpu_isa::avx2);
