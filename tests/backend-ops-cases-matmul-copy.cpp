@@ -123,6 +123,16 @@ void add_matmul_cases(case_list & cl) {
         // broadcast and strided activations through the packed path (M > 24)
         add_mul_mat(cl, t, 260, 40, 27, 2, 1, 4, 3, layout::cont, layout::perm12);
     }
+    // Edges of the AArch64 level (ops-mul-mat-neon.cpp): 8-row x 12-column micro-tiles, K blocks of
+    // 256 with 4-element packing steps (K % 4 tails), weight blocks of 16 panels (192 columns),
+    // sweeps of 128 activation rows, small-M dot products up to M = 16 (4 x 4 per pass), so
+    // M = 16 / 17 straddle the switch.
+    const kmn neon[] = {
+        {3, 12, 17}, {13, 25, 16}, {259, 193, 137}, {30, 11, 9}, {514, 24, 40},
+    };
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (const kmn & s : neon) add_mul_mat(cl, t, s.K, s.N, s.M, 1, 1, 1, 1, layout::cont, layout::cont);
+    }
     // Real sizes, a handful of rows: DiT-long K (many K blocks) and DiT-wide N (several weight
     // blocks per thread), each through the small-M dot products and the packed GEMM. Not both at
     // once: the harness holds every weight in double and fills it from a seeded generator, ~0.1 s
@@ -133,6 +143,8 @@ void add_matmul_cases(case_list & cl) {
     add_mul_mat(cl, GGML_TYPE_F16, 512, 6144, 3, 1, 1, 1, 1, layout::cont, layout::cont);
     add_mul_mat(cl, GGML_TYPE_F32, 257, 3072, 25, 1, 1, 1, 1, layout::cont, layout::cont);
     add_mul_mat(cl, GGML_TYPE_BF16, 640, 3072, 2, 1, 1, 1, 1, layout::cont, layout::cont);
+    // DiT-wide N (6144) through the packed GEMMs too (M above every level's small-M switch)
+    add_mul_mat(cl, GGML_TYPE_BF16, 96, 6144, 26, 1, 1, 1, 1, layout::cont, layout::cont);
 }
 
 // ---------------------------------------------------------------------------------------------

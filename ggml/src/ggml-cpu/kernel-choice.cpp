@@ -267,7 +267,9 @@ extern "C" const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu,
             if (ggml_cpu_mul_mat_quant_applies(node)) {
                 return ggml_cpu_mul_mat_quant_kernel(node, backend_cpu && ggml_backend_cpu_get_use_ref(backend_cpu));
             }
-            const char * k = fast ? ggml_cpu_mul_mat_float_kernel(node) : nullptr;
+            // x86 (avx2 and up) or AArch64 (neon and up: ops-mul-mat-neon.cpp) float GEMMs
+            const bool   arm_fast = !use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::neon);
+            const char * k        = fast || arm_fast ? ggml_cpu_mul_mat_float_kernel(node) : nullptr;
             return k ? k : "portable";
         }
         case GGML_OP_FLASH_ATTN_EXT:

@@ -18,10 +18,14 @@
 // (packed GEMMs of the active level, see there and ops-mul-mat-avx2.cpp) unless params->use_ref
 // forces this portable path; the work buffer is sized for any of them. The AVX2 GEMM takes
 // F16/BF16 activations itself; at the avx512 level they are first widened to F32 in the work
-// buffer so that they reach its fast path too.
+// buffer so that they reach its fast path too. On AArch64 CPUs (neon level and above)
+// ops-mul-mat-neon.cpp takes over the same way (packed 8 x 12 FMLA GEMM, small-M dot products;
+// F16/BF16 weights and activations widened exactly while packing); each family's entry points
+// decline on the other's builds.
 
 #include "cpu-isa.h"
 #include "cpu-ops.h"
+#include "ops-mul-mat-neon.h"
 #include "ops-mul-mat-quant.h"
 #include "ops-mul-mat-x86.h"
 #include "ops-row.h"
@@ -146,7 +150,7 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
     const size_t portable = bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
     // use_ref is not known here, so room for whichever path runs; the widened route runs only at
     // the avx512 level (the AVX2 GEMM takes F16/BF16 src1 itself), so only a CPU that has it sizes it
-    size_t fast = ggml_cpu_mul_mat_x86_work_size(dst, n_threads);
+    size_t fast = std::max(ggml_cpu_mul_mat_x86_work_size(dst, n_threads), ggml_cpu_mul_mat_neon_work_size(dst, n_threads));
     struct ggml_tensor b32, d32;
     if ((int) ggml_cpu_isa_detected() >= (int) ggml_cpu_isa::avx512 && widened_node(dst, &b32, &d32, true)) {
         fast = std::max(fast, widened_bytes(b) + ggml_cpu_mul_mat_x86_work_size(&d32, n_threads) + MM_ALIGN);
@@ -156,6 +160,7 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
 
 const char * ggml_cpu_mul_mat_float_kernel(const struct ggml_tensor * dst) {
     if (const char * k = ggml_cpu_mul_mat_x86_kernel(dst)) return k;
+    if (const char * k = ggml_cpu_mul_mat_neon_kernel(dst)) return k;
     struct ggml_tensor b32, d32;
     if (!widened_node(dst, &b32, &d32)) return nullptr;
     const char * k = ggml_cpu_mul_mat_x86_kernel(&d32);
@@ -182,6 +187,10 @@ void ggml_cpu_op_mul_mat(const struct ggml_compute_params * params, struct ggml_
     }
     if (!params->use_ref && ggml_cpu_mul_mat_x86_usable(dst)) {
         ggml_cpu_mul_mat_x86(params, dst);
+        return;
+    }
+    if (!params->use_ref && ggml_cpu_mul_mat_neon_usable(dst)) {
+        ggml_cpu_mul_mat_neon(params, dst);
         return;
     }
     struct ggml_tensor b32, d32;
