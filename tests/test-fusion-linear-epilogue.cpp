@@ -45,7 +45,7 @@ using sd_fusion_test::get_f32;
 using sd_fusion_test::path_scope;
 
 std::vector<path> test_paths() {
-    return sd_fusion_test::available_paths({path::portable, path::avx2, path::vnni});
+    return sd_fusion_test::available_paths({path::portable, path::avx2, path::vnni, path::neon, path::dotprod, path::i8mm});
 }
 
 // ---------------------------------------------------------------------------------------------

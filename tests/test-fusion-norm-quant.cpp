@@ -216,7 +216,7 @@ TEST(NormModQuantFusion, fused_equals_unfused_on_both_quantizer_paths) {
     // the quantizer's row path (portable, AVX2, AVX-512) is chosen at prepare, as for the
     // standalone sd.quantize_i8_convrot.v1 kernel
     // every quantizer path this CPU may run (the others are named as skipped)
-    for (sd_int8::path p : sd_fusion_test::available_paths({sd_int8::path::portable, sd_int8::path::avx2, sd_int8::path::vnni})) {
+    for (sd_int8::path p : sd_fusion_test::available_paths({sd_int8::path::portable, sd_int8::path::avx2, sd_int8::path::vnni, sd_int8::path::neon, sd_int8::path::dotprod, sd_int8::path::i8mm})) {
         path_scope ps(p);
         for (const nq_case & c : {nq_case{768, 5, 1, 1, 256, false, true}, nq_case{192, 17, 1, 1, 64, false, true},
                                   nq_case{20, 3, 1, 1, 4, false, false}}) {
@@ -237,7 +237,7 @@ TEST(NormModQuantFusion, large_groups_fused_equals_unfused) {
         {16384, 1, 3, 1, 1024, true, false},
     };
     // every quantizer path this CPU may run (the others are named as skipped)
-    for (sd_int8::path p : sd_fusion_test::available_paths({sd_int8::path::portable, sd_int8::path::avx2, sd_int8::path::vnni})) {
+    for (sd_int8::path p : sd_fusion_test::available_paths({sd_int8::path::portable, sd_int8::path::avx2, sd_int8::path::vnni, sd_int8::path::neon, sd_int8::path::dotprod, sd_int8::path::i8mm})) {
         path_scope ps(p);
         for (const nq_case & c : cases) {
             for (bool use_ref : {false, true}) {

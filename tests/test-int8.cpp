@@ -182,7 +182,8 @@ using sd_fusion_test::path_scope;
 
 std::vector<path> test_paths() {
     // no AMX kernel exists (Int8Paths.no_amx_kernel_so_amx_requests_fall_back)
-    return sd_fusion_test::available_paths({path::portable, path::avx2, path::vnni});
+    return sd_fusion_test::available_paths(
+        {path::portable, path::avx2, path::vnni, path::neon, path::dotprod, path::i8mm});
 }
 
 struct ctx_holder {
@@ -382,9 +383,12 @@ TEST(Int8Paths, no_amx_kernel_so_amx_requests_fall_back) {
     const path got = sd_int8::resolve_path();
     sd_int8::set_path_override(path::automatic);
     EXPECT_NE(got, path::amx);
-    const path best = sd_int8::path_available(path::vnni) ? path::vnni
-                      : sd_int8::path_available(path::avx2) ? path::avx2
-                                                            : path::portable;
+    const path best = sd_int8::path_available(path::vnni)      ? path::vnni
+                      : sd_int8::path_available(path::avx2)    ? path::avx2
+                      : sd_int8::path_available(path::i8mm)    ? path::i8mm
+                      : sd_int8::path_available(path::dotprod) ? path::dotprod
+                      : sd_int8::path_available(path::neon)    ? path::neon
+                                                               : path::portable;
     EXPECT_EQ(got, best);
 }
 
@@ -399,6 +403,11 @@ TEST(Int8Paths, path_switch_by_environment) {
     if (sd_int8::path_available(path::vnni)) {
         setenv("SD_INT8_PATH", "vnni", 1);
         EXPECT_EQ(sd_int8::resolve_path(), path::vnni);
+    }
+    for (path p : {path::neon, path::dotprod, path::i8mm}) {
+        if (!sd_int8::path_available(p)) continue;
+        setenv("SD_INT8_PATH", sd_int8::path_name(p), 1);
+        EXPECT_EQ(sd_int8::resolve_path(), p);
     }
     unsetenv("SD_INT8_PATH");
     EXPECT_NE(sd_int8::resolve_path(), path::automatic);
@@ -1204,6 +1213,9 @@ TEST(Int8Gemm, model_widths_match_reference_on_every_path) {
         {3072, 67, 7, 0, true, true, false, false, false},  {6144, 40, 5, 4, true, true, true, true, false},
         {8192, 33, 6, 0, true, true, true, true, true},     {16384, 19, 3, 0, true, false, false, true, true},
         {16384 + 256, 21, 5, 13, true, true, true, true, false},
+        // whole model layers with few tokens: every channel panel of the wide GEMMs, at the
+        // widths where the AArch64 GEMMs use their smallest panels (one micro-panel per unit)
+        {3072, 6144, 2, 0, true, true, false, false, false}, {16384 + 256, 1536, 3, 5, true, true, true, true, true},
     };
     std::mt19937 rng(78);
     for (path p : test_paths()) {
@@ -1223,15 +1235,30 @@ TEST(Int8Paths, isa_cap_governs_the_path) {
     for (const std::string & lv : test_isa::runnable_levels()) {
         test_isa::scoped_cap cap(lv.c_str());
         SCOPED_TRACE("isa " + lv);
+#if defined(__aarch64__)
+        // AArch64 levels: portable < neon < dotprod < i8mm, each path needing its own level
+        const bool neon    = lv != "portable";
+        const bool dotprod = lv == "dotprod" || lv == "i8mm";
+        const bool i8mm    = lv == "i8mm";
+        EXPECT_EQ(sd_int8::path_available(path::neon), neon);
+        EXPECT_EQ(sd_int8::path_available(path::dotprod), dotprod);
+        EXPECT_EQ(sd_int8::path_available(path::i8mm), i8mm);
+        EXPECT_FALSE(sd_int8::path_available(path::avx2));
+        const path best  = i8mm ? path::i8mm : dotprod ? path::dotprod : neon ? path::neon : path::portable;
+        const path above = path::i8mm;
+#else
         const bool avx512 = lv == "avx512" || lv == "amx";
         const bool vnni   = avx512 && ggml_cpu_isa_can_use("avx512_vnni");
         const bool avx2   = lv != "portable";
         EXPECT_EQ(sd_int8::path_available(path::avx2), avx2);
         EXPECT_EQ(sd_int8::path_available(path::vnni), vnni);
-        const path best = vnni ? path::vnni : avx2 ? path::avx2 : path::portable;
+        EXPECT_FALSE(sd_int8::path_available(path::neon));
+        const path best  = vnni ? path::vnni : avx2 ? path::avx2 : path::portable;
+        const path above = path::vnni;
+#endif
         EXPECT_EQ(sd_int8::resolve_path(), best);
         {
-            path_scope ps(path::vnni); // above the cap (or the CPU): falls back to the best allowed
+            path_scope ps(above); // above the cap (or the CPU): falls back to the best allowed
             EXPECT_EQ(sd_int8::resolve_path(), best);
         }
         std::mt19937 rng(5);

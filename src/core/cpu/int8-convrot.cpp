@@ -464,6 +464,9 @@ float quantize_row(path p, const float * x, int64_t K, int group, int8_t * q, in
         // no AMX quantizer: an AMX CPU has AVX-512, and resolve_path never returns amx today
         case path::vnni:
         case path::amx: return quantize_row_avx512(x, K, group, q, rowsum);
+        case path::neon:
+        case path::dotprod:
+        case path::i8mm: return quantize_row_neon(x, K, group, q, rowsum);
         case path::automatic:
         case path::portable: break;
     }

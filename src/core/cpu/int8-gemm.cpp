@@ -357,6 +357,9 @@ bool gemm(path p, const gemm_problem & g, int ith, int nth, const abort_poll & s
         // no AMX kernel: resolve_path never returns amx; an AMX CPU runs the VNNI GEMM
         case path::vnni:
         case path::amx: return gemm_vnni(g, ith, nth, stop);
+        case path::neon: return gemm_neon(g, ith, nth, stop);
+        case path::dotprod: return gemm_dotprod(g, ith, nth, stop);
+        case path::i8mm: return gemm_i8mm(g, ith, nth, stop);
         case path::automatic:
         case path::portable: break;
     }
@@ -368,6 +371,9 @@ bool gemm_splits_k(path p, int64_t K) {
         case path::avx2: return gemm_avx2_splits_k(K);
         case path::vnni:
         case path::amx: return gemm_vnni_splits_k(K);
+        case path::neon:
+        case path::dotprod:
+        case path::i8mm: // the AArch64 GEMMs keep whole-K sums in registers
         case path::automatic:
         case path::portable: break;
     }

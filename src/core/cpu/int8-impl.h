@@ -19,17 +19,19 @@ namespace sd_int8 {
 // ---------------------------------------------------------------------------------------------
 // Path selection
 
-// avx2 is listed last so the existing values keep their numbers; the preference order is
-// resolve_path's (amx, vnni, avx2, portable).
-enum class path { automatic, portable, vnni, amx, avx2 };
+// avx2 and the AArch64 paths are listed last so the existing values keep their numbers; the
+// preference order is resolve_path's (amx, vnni, avx2 on x86; i8mm, dotprod, neon on AArch64;
+// then portable).
+enum class path { automatic, portable, vnni, amx, avx2, neon, dotprod, i8mm };
 
 // Forces a path for kernels prepared afterwards (tests); automatic = environment / CPU.
 void        set_path_override(path p);
 // Whether this CPU, under the GGML_CPU_ISA cap, may run the path: avx2 needs the CPU service's
-// "avx2" level (AVX2 + FMA + F16C), vnni its "avx512" level and "avx512_vnni".
+// "avx2" level (AVX2 + FMA + F16C), vnni its "avx512" level and "avx512_vnni"; on AArch64 neon,
+// dotprod and i8mm need the service's level of that name.
 bool        path_available(path p);
 const char * path_name(path p);
-// override, else SD_INT8_PATH=portable|avx2|vnni|amx, else the best available. A forced path that
+// override, else SD_INT8_PATH=portable|avx2|vnni|amx|neon|dotprod|i8mm, else the best available. A forced path that
 // the CPU lacks falls back to the best available (with a warning).
 path        resolve_path();
 
@@ -69,6 +71,8 @@ bool reserve_quantize_scratch(int64_t K, int group);
 float quantize_row_portable(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
 float quantize_row_avx2(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
 float quantize_row_avx512(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
+// AArch64 Advanced SIMD (int8-convrot-neon.cpp; every ARM path uses it): the portable one elsewhere.
+float quantize_row_neon(const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
 // The one place a path is turned into a row quantizer (every path gives the same bits; p must be
 // available, resolve_path's result or portable).
 float quantize_row(path p, const float * x, int64_t K, int group, int8_t * q, int32_t * rowsum);
@@ -152,6 +156,13 @@ bool gemm_vnni(const gemm_problem & p, int ith, int nth, const abort_poll & stop
 // blocks in the output, or in gemm_problem::partial when that is set).
 bool gemm_vnni_splits_k(int64_t K);
 bool gemm_avx2_splits_k(int64_t K);
+// AArch64 GEMMs (int8-gemm-neon.cpp: vmull_s8 + vpadalq_s16; int8-gemm-dotprod.cpp: SDOT;
+// int8-gemm-i8mm.cpp: SMMLA). They keep whole-K int32 sums in registers (never split K), read
+// the activation rows as they are (any lda, no K padding) and need no row sums. On other targets
+// they run gemm_portable.
+bool gemm_neon(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
+bool gemm_dotprod(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
+bool gemm_i8mm(const gemm_problem & p, int ith, int nth, const abort_poll & stop);
 // The one place a path is turned into a GEMM, and whether that GEMM splits K (the same meaning
 // as gemm_vnni_splits_k; the portable GEMM never does).
 bool gemm(path p, const gemm_problem & g, int ith, int nth, const abort_poll & stop);

@@ -53,6 +53,16 @@ bool path_available(path p) {
         case path::avx2:
         case path::vnni: return false;
 #endif
+#if defined(__aarch64__)
+        // each level implies the ones below it (the service's levels are ordered)
+        case path::neon: return sd_cpu::isa_can_use("neon");
+        case path::dotprod: return sd_cpu::isa_can_use("dotprod");
+        case path::i8mm: return sd_cpu::isa_can_use("i8mm");
+#else
+        case path::neon:
+        case path::dotprod:
+        case path::i8mm: return false;
+#endif
         case path::amx: return false; // no AMX implementation yet (see report): never selected
     }
     return false;
@@ -65,6 +75,9 @@ const char * path_name(path p) {
         case path::avx2: return "avx2";
         case path::vnni: return "vnni";
         case path::amx: return "amx";
+        case path::neon: return "neon";
+        case path::dotprod: return "dotprod";
+        case path::i8mm: return "i8mm";
     }
     return "?";
 }
@@ -78,6 +91,9 @@ path resolve_path() {
             else if (!strcmp(env, "avx2")) want = path::avx2;
             else if (!strcmp(env, "vnni")) want = path::vnni;
             else if (!strcmp(env, "amx")) want = path::amx;
+            else if (!strcmp(env, "neon")) want = path::neon;
+            else if (!strcmp(env, "dotprod")) want = path::dotprod;
+            else if (!strcmp(env, "i8mm")) want = path::i8mm;
         }
     }
     if (want != path::automatic && path_available(want)) return want;
@@ -91,6 +107,9 @@ path resolve_path() {
     if (path_available(path::amx)) return path::amx;
     if (path_available(path::vnni)) return path::vnni;
     if (path_available(path::avx2)) return path::avx2;
+    if (path_available(path::i8mm)) return path::i8mm;
+    if (path_available(path::dotprod)) return path::dotprod;
+    if (path_available(path::neon)) return path::neon;
     return path::portable;
 }
 
