@@ -1,9 +1,11 @@
 // The CPU backend's row kernels (ggml-cpu/ops-fast.h: maps, GLU, binary, F16/BF16 conversions,
 // rms_norm, norm, soft_max, rope) at every instruction-set level this CPU can run
-// (tests/support/isa_levels.h): portable, avx2, and avx512 where the CPU has it. Each level has
-// its own kernels, so each is checked on its own, at the lengths where 8- and 16-lane code goes
-// wrong (1, 7, 15, 17, 33: tails only, one vector plus a tail, ...) and at the row widths of the
-// Krea2 blocks (3072, 6144, 16384, 16384 + 256), packed and with padded rows / broadcast operands.
+// (tests/support/isa_levels.h): portable, avx2, and avx512 where the CPU has it; on AArch64
+// portable, neon, dotprod, i8mm (the last two run the NEON row kernels). Each level has its own
+// kernels, so each is checked on its own, at the lengths where 4-, 8- and 16-lane code goes wrong
+// (1, 7, 15, 17, 33: tails only, one vector plus a tail, ...) and at the row widths of the Krea2
+// blocks (3072, 6144, 16384, 16384 + 256, and 16384 + 19 for the tails), packed and with padded
+// rows / broadcast operands.
 //
 //   RowKernels.MatchesReference: each case against the double-precision reference of
 //     test-backend-ops (same harness, same error bounds), once per level.
@@ -11,7 +13,8 @@
 //     every level; rms_norm rounds like the AVX-512 kernel at every fast level (the sd fusions in
 //     src/core/cpu/rms-norm-cpu.h reproduce exactly that), like the portable kernel at portable; the
 //     transcendental maps and rope give the same bits at every fast level (checked where a CPU has
-//     two: avx2 and avx512).
+//     two: avx2 and avx512) and on every architecture (digests recorded from the x86 kernels,
+//     checked at every fast level, so neon is held to the x86 bits under qemu).
 //
 // test-backend-ops itself runs every case at the CPU's own level and on the portable path
 // (use_ref); this file adds the levels in between for the row ops, without multiplying the whole
@@ -44,8 +47,9 @@ using bops::ne4;
 using bops::op_case;
 using bops::tolerance;
 
-// The widths: odd ones around the 8/16-lane boundaries and the DiT's real rows.
-const int64_t k_lengths[] = {1, 7, 15, 17, 33, 3072, 6144, 16384, 16384 + 256};
+// The widths: odd ones around the 4/8/16-lane boundaries, the DiT's real rows, and a long odd row
+// (16384 + 19: every unrolled loop of every level runs, then a tail of each vector width).
+const int64_t k_lengths[] = {1, 7, 15, 17, 33, 3072, 6144, 16384, 16384 + 19, 16384 + 256};
 
 // Two rows for the wide cases (so both threads get one), three for the narrow ones.
 int64_t rows_for(int64_t n) { return n >= 1024 ? 2 : 3; }
@@ -436,40 +440,82 @@ TEST(RowKernelBits, rms_norm_rounds_like_the_avx512_kernel_at_every_fast_level) 
     }
 }
 
-// The same bits at every fast level for the maps (same algorithms and coefficients, vec-avx2.h /
-// vec-avx512.h) and rope (same cache and rotation operations). Needs two fast levels.
-TEST(RowKernelBits, fast_levels_agree_bit_for_bit) {
-    const std::vector<std::string> fl = fast_levels();
-    if (fl.size() < 2) GTEST_SKIP() << "one fast level on this CPU: nothing to compare";
+// The outputs whose bits every fast level promises (vec-avx2.h / vec-avx512.h / vec-neon-rows.h:
+// same algorithms, coefficients and operation order): each fast-path unary map over a sweep of
+// [-120, 120] plus the special values, and rope (cache and rotation) in both modes.
+std::vector<std::vector<uint8_t>> promised_bit_outputs(const std::string & lv) {
     std::vector<float> xs;
     for (int i = 0; i < 40000 + 17; ++i) xs.push_back(-120.0f + 240.0f * (float) i / 40000.0f);
     for (float s : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, 88.7f, 89.5f, -104.5f, -110.0f}) xs.push_back(s);
-    const int64_t n = (int64_t) xs.size();
-    auto outputs = [&](const std::string & lv) {
-        test_isa::scoped_cap              cap(lv.c_str());
-        std::vector<std::vector<uint8_t>> outs;
-        for (const unary_case & u : k_unary) {
-            one_op        g(16);
-            ggml_tensor * x = ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, n);
-            memcpy(x->data, xs.data(), (size_t) n * 4);
-            outs.push_back(g.run(ggml_unary(g.ctx, x, u.op)));
+    const int64_t                     n = (int64_t) xs.size();
+    test_isa::scoped_cap              cap(lv.c_str());
+    std::vector<std::vector<uint8_t>> outs;
+    for (const unary_case & u : k_unary) {
+        one_op        g(16);
+        ggml_tensor * x = ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, n);
+        memcpy(x->data, xs.data(), (size_t) n * 4);
+        outs.push_back(g.run(ggml_unary(g.ctx, x, u.op)));
+    }
+    for (int mode : {0, GGML_ROPE_TYPE_NEOX}) {
+        one_op        g(16);
+        ggml_tensor * a   = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 130, 3, 7);
+        ggml_tensor * pos = ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, 7);
+        for (int64_t i = 0; i < ggml_nelements(a); ++i) ((float *) a->data)[i] = xs[(size_t) (i * 37) % 40000] / 100.0f;
+        for (int i = 0; i < 7; ++i) ((int32_t *) pos->data)[i] = i * 1237;
+        outs.push_back(g.run(ggml_rope_ext(g.ctx, a, pos, nullptr, 126, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f)));
+    }
+    return outs;
+}
+
+// FNV-1a over F32 outputs, every NaN counted as one value (NaN sign and payload are not promised:
+// x86 and AArch64 make different default NaNs)
+uint64_t digest(const std::vector<uint8_t> & bytes) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        uint32_t u;
+        memcpy(&u, bytes.data() + i, 4);
+        if ((u & 0x7FFFFFFFu) > 0x7F800000u) u = 0x7FC00000u;
+        for (int k = 0; k < 4; ++k) {
+            h ^= (u >> (8 * k)) & 0xFFu;
+            h *= 1099511628211ull;
         }
-        for (int mode : {0, GGML_ROPE_TYPE_NEOX}) {
-            one_op        g(16);
-            ggml_tensor * a   = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, 130, 3, 7);
-            ggml_tensor * pos = ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, 7);
-            for (int64_t i = 0; i < ggml_nelements(a); ++i) ((float *) a->data)[i] = xs[(size_t) (i * 37) % 40000] / 100.0f;
-            for (int i = 0; i < 7; ++i) ((int32_t *) pos->data)[i] = i * 1237;
-            outs.push_back(g.run(ggml_rope_ext(g.ctx, a, pos, nullptr, 126, mode, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f)));
-        }
-        return outs;
-    };
-    const auto base = outputs(fl[0]);
+    }
+    return h;
+}
+
+// Needs two fast levels.
+TEST(RowKernelBits, fast_levels_agree_bit_for_bit) {
+    const std::vector<std::string> fl = fast_levels();
+    if (fl.size() < 2) GTEST_SKIP() << "one fast level on this CPU: nothing to compare";
+    const auto base = promised_bit_outputs(fl[0]);
     for (size_t k = 1; k < fl.size(); ++k) {
-        const auto other = outputs(fl[k]);
+        const auto other = promised_bit_outputs(fl[k]);
         ASSERT_EQ(other.size(), base.size());
         for (size_t j = 0; j < base.size(); ++j) {
             EXPECT_TRUE(other[j] == base[j]) << fl[k] << " vs " << fl[0] << ": output " << j << " differs";
+        }
+    }
+}
+
+// Across architectures: the digests of those outputs as the x86 kernels (avx2 and avx512, which
+// agree above) produce them, so an AArch64 run (neon) proves the same bits without an x86 machine
+// at hand, and an x86 run guards the recorded values. Output order: the k_unary maps, rope normal,
+// rope neox.
+TEST(RowKernelBits, fast_levels_match_the_recorded_x86_bits) {
+    const std::vector<std::string> fl = fast_levels();
+    if (fl.empty()) GTEST_SKIP() << "no fast level on this CPU";
+    const uint64_t want[] = {
+        0x140ce8dba23951bcull, 0xe3a0fa474688e988ull, 0x011b2eca67c95717ull,
+        0x7a97a6efc7bf5507ull, 0xed5f3a008e8de3a7ull, 0x867100bb0dc5e1b2ull,
+        0x4c73606b670c10a5ull, 0x2b20a56985679b5full, 0x7d9ff3ed245bfa93ull,
+        0x5eba58fc76287a93ull, 0xad69f2bbcdfce26eull, 0x8b38ec1558dfc868ull,
+    };
+    for (const std::string & lv : fl) {
+        const auto outs = promised_bit_outputs(lv);
+        ASSERT_EQ(outs.size(), sizeof(want) / sizeof(want[0]));
+        for (size_t j = 0; j < outs.size(); ++j) {
+            const uint64_t got = digest(outs[j]);
+            EXPECT_EQ(got, want[j]) << "isa " << lv << ", output " << j << " (" << std::hex << "0x" << got << ")";
         }
     }
 }

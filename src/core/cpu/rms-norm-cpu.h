@@ -6,7 +6,7 @@
 // -ffp-contract=off: every product below must round on its own.
 //
 // The backend has two roundings of a row:
-//   fast (its avx2 and avx512 row kernels, bit-identical to each other): sum of squares in double
+//   fast (its avx2, avx512 and neon row kernels, bit-identical to each other): sum of squares in double
 //            over 16 lanes, scale = float(1/sqrt(ss/n + eps)), y = x * scale in float;
 //   portable (level portable, or ggml_backend_cpu_set_use_ref): sequential double sum,
 //            scale kept in double, y = float(double(x) * scale).
@@ -28,6 +28,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #endif
+#if defined(__aarch64__)
+#define SD_RMS_NEON 1
+#include <arm_neon.h> // baseline ARMv8-A: used only when the service allows the neon level
+#endif
 
 namespace sd_cpu_rms {
 
@@ -39,14 +43,18 @@ enum class rms_mode {
     lanes16_scalar,  // the fast row kernels' rounding (below), in scalar code
     lanes16_avx2,    //   ... with AVX2 (four 4-lane double accumulators)
     lanes16_avx512,  //   ... with AVX-512 (the backend kernel's own instructions)
+    lanes16_neon,    //   ... with NEON (eight 2-lane double accumulators, as ops-rows-neon.cpp)
 };
 
-// Whether the backend's RMS_NORM takes a fast row kernel: it does at every level from avx2 up
-// (ggml-cpu/ops-fast.h; the avx2 and avx512 kernels round identically), unless the backend was told
-// to use the portable reference path (ggml_backend_cpu_set_use_ref; checked by the caller).
+// Whether the backend's RMS_NORM takes a fast row kernel: it does at every level from avx2 up and
+// from neon up (ggml-cpu/ops-fast.h; the avx2, avx512 and neon kernels round identically), unless
+// the backend was told to use the portable reference path (ggml_backend_cpu_set_use_ref; checked by
+// the caller).
 inline bool cpu_fast_rms_path() {
 #if defined(SD_RMS_X86)
     return sd_cpu::isa_can_use("avx2");
+#elif defined(SD_RMS_NEON)
+    return sd_cpu::isa_can_use("neon");
 #else
     return false;
 #endif
@@ -58,6 +66,9 @@ inline rms_mode choose_rms_mode(bool fast_path) {
 #if defined(SD_RMS_X86)
     if (sd_cpu::isa_can_use("avx512")) return rms_mode::lanes16_avx512;
     if (sd_cpu::isa_can_use("avx2")) return rms_mode::lanes16_avx2;
+#endif
+#if defined(SD_RMS_NEON)
+    if (sd_cpu::isa_can_use("neon")) return rms_mode::lanes16_neon;
 #endif
     return rms_mode::lanes16_scalar;
 }
@@ -123,10 +134,39 @@ __attribute__((target("avx2"))) inline double sum_sq_lanes16_avx2(const float * 
 }
 #endif
 
+#if defined(SD_RMS_NEON)
+// a[k] holds lanes 2k, 2k+1 of the 16; tail lanes are zero and add nothing
+inline double sum_sq_lanes16_neon(const float * x, int64_t n) {
+    float64x2_t a[8];
+    for (float64x2_t & v : a) v = vdupq_n_f64(0.0);
+    for (int64_t i = 0; i < n; i += 16) {
+        float         b[16];
+        const float * p = x + i;
+        if (n - i < 16) {
+            for (int64_t k = 0; k < 16; ++k) b[k] = i + k < n ? x[i + k] : 0.0f;
+            p = b;
+        }
+        for (int k = 0; k < 4; ++k) {
+            const float32x4_t u = vld1q_f32(p + 4 * k);
+            const float64x2_t l = vcvt_f64_f32(vget_low_f32(u)), h = vcvt_high_f64_f32(u);
+            a[2 * k]            = vaddq_f64(a[2 * k], vmulq_f64(l, l));
+            a[2 * k + 1]        = vaddq_f64(a[2 * k + 1], vmulq_f64(h, h));
+        }
+    }
+    // lanes k + 8 added, the upper 4 onto the lower 4, then 2 + 2, then 1 + 1
+    const float64x2_t c0 = vaddq_f64(a[0], a[4]), c1 = vaddq_f64(a[1], a[5]);
+    const float64x2_t c2 = vaddq_f64(a[2], a[6]), c3 = vaddq_f64(a[3], a[7]);
+    const float64x2_t h  = vaddq_f64(vaddq_f64(c3, c1), vaddq_f64(c2, c0));
+    return vgetq_lane_f64(h, 0) + vgetq_lane_f64(h, 1);
+}
+#endif
+
 inline double sum_sq_lanes16(const float * x, int64_t n, rms_mode mode) {
 #if defined(SD_RMS_X86)
     if (mode == rms_mode::lanes16_avx512) return sum_sq_lanes16_avx512(x, n);
     if (mode == rms_mode::lanes16_avx2) return sum_sq_lanes16_avx2(x, n);
+#elif defined(SD_RMS_NEON)
+    if (mode == rms_mode::lanes16_neon) return sum_sq_lanes16_neon(x, n);
 #else
     (void) mode;
 #endif

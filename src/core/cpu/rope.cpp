@@ -26,6 +26,10 @@
 #define SD_ROPE_X86 1
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__)
+#define SD_ROPE_NEON 1
+#include <arm_neon.h> // baseline ARMv8-A: the neon variant runs only when the service allows neon
+#endif
 
 namespace {
 
@@ -63,12 +67,15 @@ void build_tables(const float * pe_p, int64_t n_freq, int mode, float * tab) {
 // Every variant computes each element as two separately rounded float products and one float add,
 // in the same order, so all give the same bits (this file is compiled with -ffp-contract=off, and
 // the SIMD variants use separate mul/add instructions, no FMA).
-enum class rot_isa { scalar, avx2, avx512 };
+enum class rot_isa { scalar, avx2, avx512, neon };
 
 rot_isa choose_rot_isa() {
 #if defined(SD_ROPE_X86)
     if (sd_cpu::isa_can_use("avx512")) return rot_isa::avx512;
     if (sd_cpu::isa_can_use("avx2")) return rot_isa::avx2;
+#endif
+#if defined(SD_ROPE_NEON)
+    if (sd_cpu::isa_can_use("neon")) return rot_isa::neon;
 #endif
     return rot_isa::scalar;
 }
@@ -152,6 +159,35 @@ __attribute__((target("avx2"))) void rotate_split_avx2(const float * x, float * 
 }
 #endif
 
+#if defined(SD_ROPE_NEON)
+// Separate FMUL and FADD (this file is compiled with -ffp-contract=off, so GCC does not fuse the
+// intrinsics' products into the add either): the same two roundings per element as the scalar code.
+void rotate_interleaved_neon(const float * x, float * o, int64_t r, const float * A, const float * B) {
+    int64_t i = 0;
+    for (; i + 4 <= r; i += 4) {
+        const float32x4_t v  = vld1q_f32(x + i);
+        const float32x4_t ev = vtrn1q_f32(v, v); // x[2j] in both lanes of pair j
+        const float32x4_t od = vtrn2q_f32(v, v); // x[2j+1]
+        const float32x4_t p0 = vmulq_f32(ev, vld1q_f32(A + i));
+        const float32x4_t p1 = vmulq_f32(od, vld1q_f32(B + i));
+        vst1q_f32(o + i, vaddq_f32(p0, p1));
+    }
+    rotate_interleaved_scalar(x, o, i, r, A, B);
+}
+
+void rotate_split_neon(const float * x, float * o, int64_t h, const float * T) {
+    int64_t j = 0;
+    for (; j + 4 <= h; j += 4) {
+        const float32x4_t x0 = vld1q_f32(x + j), x1 = vld1q_f32(x + j + h);
+        const float32x4_t a0 = vmulq_f32(x0, vld1q_f32(T + j)), b0 = vmulq_f32(x1, vld1q_f32(T + h + j));
+        const float32x4_t a1 = vmulq_f32(x0, vld1q_f32(T + 2 * h + j)), b1 = vmulq_f32(x1, vld1q_f32(T + 3 * h + j));
+        vst1q_f32(o + j, vaddq_f32(a0, b0));
+        vst1q_f32(o + j + h, vaddq_f32(a1, b1));
+    }
+    rotate_split_scalar(x, o, j, h, T);
+}
+#endif
+
 void rotate_row(const float * x, float * o, int64_t d, int64_t n_freq, int mode, const float * tab, rot_isa isa) {
     const int64_t r = 2 * n_freq;
     if (mode == SD_ROPE_INTERLEAVED) {
@@ -162,11 +198,19 @@ void rotate_row(const float * x, float * o, int64_t d, int64_t n_freq, int mode,
         else if (isa == rot_isa::avx2) rotate_interleaved_avx2(x, o, r, A, B);
         else
 #endif
+#if defined(SD_ROPE_NEON)
+        if (isa == rot_isa::neon) rotate_interleaved_neon(x, o, r, A, B);
+        else
+#endif
             rotate_interleaved_scalar(x, o, 0, r, A, B);
     } else {
 #if defined(SD_ROPE_X86)
         if (isa == rot_isa::avx512) rotate_split_avx512(x, o, n_freq, tab);
         else if (isa == rot_isa::avx2) rotate_split_avx2(x, o, n_freq, tab);
+        else
+#endif
+#if defined(SD_ROPE_NEON)
+        if (isa == rot_isa::neon) rotate_split_neon(x, o, n_freq, tab);
         else
 #endif
             rotate_split_scalar(x, o, 0, n_freq, tab);
