@@ -161,6 +161,50 @@ TEST_F(KernelChoice, f16_activations_name_the_fast_kernel_they_are_widened_for) 
     EXPECT_EQ(kernel_of(g), "portable");
 }
 
+// AArch64: float MUL_MAT runs the NEON GEMM (ops-mul-mat-neon.cpp) at every ARM level (neon,
+// dotprod, i8mm), the packed 8 x 12 kernel above 16 activation rows and the small-M dot products
+// up to 16; the name says which and which weight type was widened; use_ref and a cap of portable
+// name (and run) the portable kernel. Results equal the portable kernel's up to summation order.
+TEST_F(KernelChoice, arm_float_mul_mat_names_the_neon_gemm_at_every_arm_level) {
+#if !defined(__aarch64__)
+    GTEST_SKIP() << "AArch64 only (ops-mul-mat-neon.cpp)";
+#else
+    for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16})
+    for (ggml_type xt : {GGML_TYPE_F32, GGML_TYPE_F16})
+    for (int64_t M : {3, 40}) {
+        SCOPED_TRACE(std::string("w ") + ggml_type_name(wt) + ", x " + ggml_type_name(xt) + ", M " + std::to_string(M));
+        one_op g;
+        ggml_tensor * w = g.in(wt, 101, 30);
+        ggml_tensor * x = g.in(xt, 101, M);
+        g.finish(ggml_mul_mat(g.ctx, w, x));
+        std::vector<float> base;
+        {
+            test_isa::scoped_cap cap("portable");
+            EXPECT_EQ(kernel_of(g), "portable");
+            base = g.run();
+        }
+        const std::string path   = M > 16 ? "neon f32fma" : "neon small-M dot (f32";
+        const std::string widen  = wt == GGML_TYPE_F16 ? "f16 weights widened" : wt == GGML_TYPE_BF16 ? "bf16 weights widened" : "";
+        int               levels = 0;
+        for (const std::string & lv : test_isa::runnable_levels()) {
+            if (lv == "portable") continue;
+            ++levels;
+            test_isa::scoped_cap cap(lv.c_str());
+            SCOPED_TRACE("isa " + lv);
+            const std::string k = kernel_of(g);
+            EXPECT_EQ(k.rfind(path, 0), 0u) << k;
+            if (!widen.empty()) EXPECT_NE(k.find(widen), std::string::npos) << k;
+            const std::vector<float> got = g.run();
+            ASSERT_EQ(got.size(), base.size());
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], base[i], 1e-4f) << "element " << i;
+        }
+        EXPECT_GE(levels, 1) << "every AArch64 CPU has the neon level";
+        ggml_backend_cpu_set_use_ref(g.be, true);
+        EXPECT_EQ(kernel_of(g), "portable");
+    }
+#endif
+}
+
 TEST_F(KernelChoice, q3_K_without_a_tile_runs_the_dequantizing_gemm_unless_vecdot_is_forced) {
     if (gemm_levels().empty()) GTEST_SKIP() << "the route needs an x86 GEMM level (AVX2 or AVX-512)";
     one_op g;
