@@ -206,7 +206,13 @@ TEST_F(KernelChoice, arm_float_mul_mat_names_the_neon_gemm_at_every_arm_level) {
 }
 
 TEST_F(KernelChoice, q3_K_without_a_tile_runs_the_dequantizing_gemm_unless_vecdot_is_forced) {
-    if (gemm_levels().empty()) GTEST_SKIP() << "the route needs an x86 GEMM level (AVX2 or AVX-512)";
+    std::vector<gemm_level> levels = gemm_levels();
+#if defined(__aarch64__)
+    // the NEON GEMM (ops-mul-mat-neon.cpp) runs the route at every ARM level
+    for (const std::string & lv : test_isa::runnable_levels())
+        if (lv != "portable") levels.push_back({lv, "neon"});
+#endif
+    if (levels.empty()) GTEST_SKIP() << "the route needs an F32 GEMM level (AVX2, AVX-512 or NEON)";
     one_op g;
     ggml_tensor * w = g.in(GGML_TYPE_Q3_K, 512, 40);
     ggml_tensor * x = g.in(GGML_TYPE_F32, 512, 24);
@@ -214,7 +220,7 @@ TEST_F(KernelChoice, q3_K_without_a_tile_runs_the_dequantizing_gemm_unless_vecdo
     ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vecdot"));
     EXPECT_EQ(kernel_of(g), "portable vec_dot_ref");
     const std::vector<float> ref = g.run();
-    for (const gemm_level & lv : gemm_levels()) {
+    for (const gemm_level & lv : levels) {
         test_isa::scoped_cap cap(lv.isa.c_str());
         SCOPED_TRACE("isa " + lv.isa);
         ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=vnni"));
@@ -418,7 +424,8 @@ TEST(KernelChoiceQuant, mul_mat_quant_follows_the_override) {
         if (lv == "portable") continue;
         test_isa::scoped_cap cap(lv.c_str());
         SCOPED_TRACE("isa " + lv);
-        const std::string tile = lv == "avx512" && ggml_cpu_has_avx512_vnni() ? "avx512 vnni q4_K" : "avx2 q4_K";
+        const bool        arm  = lv == "neon" || lv == "dotprod" || lv == "i8mm"; // each AArch64 level has its own q4_K tile
+        const std::string tile = arm ? lv + " q4_K" : lv == "avx512" && ggml_cpu_has_avx512_vnni() ? "avx512 vnni q4_K" : "avx2 q4_K";
         for (const char * k : {"tiles", "vnni"}) {
             ASSERT_TRUE(ggml_cpu_set_kernel_override((std::string("mul_mat_quant=") + k).c_str()));
             EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "tiles") << k;
@@ -428,7 +435,7 @@ TEST(KernelChoiceQuant, mul_mat_quant_follows_the_override) {
         }
     }
     {
-        // below avx2 the tiles cannot run: the choice falls back to vecdot
+        // below avx2 / neon the tiles cannot run: the choice falls back to vecdot
         test_isa::scoped_cap cap("portable");
         ASSERT_TRUE(ggml_cpu_set_kernel_override("mul_mat_quant=auto"));
         EXPECT_STREQ(ggml_cpu_get_kernel("mul_mat_quant"), "vecdot");

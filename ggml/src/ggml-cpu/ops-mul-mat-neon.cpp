@@ -1,5 +1,6 @@
 // ops-mul-mat-neon.cpp — the AArch64 MUL_MAT fast path: out[m][n] = sum_k x[m][k] * w[n][k]
-// (facts 4.8), w = src0 (weights: F32, F16 or BF16, packed rows), x = src1 (F32, F16 or BF16
+// (facts 4.8), w = src0 (weights: F32, F16 or BF16, packed rows; or block-quantized types the
+// packing dequantizes, for ops-mul-mat-quant.cpp's dequantizing route), x = src1 (F32, F16 or BF16
 // activations, any strides). Plain ARMv8-A Advanced SIMD (the neon level; no FP16 arithmetic, no
 // dot-product instructions), so every AArch64 CPU runs it. Same semantics as the x86 "f32fma"
 // kernels (ops-mul-mat-avx2.cpp, ops-mul-mat-x86.cpp): F16 weights are widened exactly with FCVTL
@@ -65,6 +66,12 @@ inline char *  align_ptr(void * p) { return (char *) (((uintptr_t) p + ALIGN - 1
 
 bool float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 
+// Block-quantized weights the packing dequantizes (whole blocks per K block of KC = 256: the 32-
+// and 256-element block types), for ops-mul-mat-quant.cpp's dequantizing route only.
+bool dequantizes(ggml_type t) {
+    return ggml_blck_size(t) > 1 && KC % ggml_blck_size(t) == 0 && ggml_get_type_traits(t)->to_float != nullptr;
+}
+
 struct plan {
     path                       p  = path::none;
     const struct ggml_tensor * xs = nullptr; // activations (src1)
@@ -80,7 +87,9 @@ plan make_plan(const struct ggml_tensor * dst) {
     const struct ggml_tensor * a = dst->src[0];
     const struct ggml_tensor * b = dst->src[1];
     if (!a || !b) return pl;
-    if (!float_type(a->type) || !float_type(b->type)) return pl;
+    const bool quant = dequantizes(a->type);
+    if ((!float_type(a->type) && !quant) || !float_type(b->type)) return pl;
+    if (quant && a->ne[0] % ggml_blck_size(a->type) != 0) return pl;
     if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return pl;
     if (a->ne[0] > 1 && a->nb[0] != ggml_type_size(a->type)) return pl;
     if (a->ne[0] != b->ne[0] || a->ne[2] <= 0 || a->ne[3] <= 0) return pl;
@@ -98,7 +107,8 @@ plan make_plan(const struct ggml_tensor * dst) {
     pl.ws     = a;
     if (pl.K == 0) return pl; // the portable path writes the zeros
 
-    if (pl.M <= SMALL_M_MAX) {
+    // (quantized weights: the small-M dot reads float rows only, so they always take the packed GEMM)
+    if (!quant && pl.M <= SMALL_M_MAX) {
         pl.p              = path::small;
         const bool direct = b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float);
         pl.x_bytes        = direct ? 0 : align_up((size_t) (pl.n_mats * pl.M * pl.K) * sizeof(float));
@@ -263,9 +273,31 @@ void pack_x_all(const plan & pl, const act_view & xv, float * xbuf, int ith, int
 // weights
 
 // n_cols weight rows from row0 (row stride nb1), K range [k0, k0+valid) -> dst [panel][k][NR],
-// zero columns past n_cols.
+// zero columns past n_cols. Block-quantized rows (k0 and valid whole blocks) are dequantized by
+// the type's to_float, 4 rows x one K block at a time, then packed as F32.
 void pack_w(ggml_type t, const char * row0, size_t nb1, int64_t n_cols, int64_t k0, int64_t valid, float * dst) {
     const int64_t n_panels = (n_cols + NR - 1) / NR;
+    if (ggml_blck_size(t) > 1) {
+        const size_t      k0_bytes = ggml_row_size(t, k0);
+        const auto        to_float = ggml_get_type_traits(t)->to_float;
+        alignas(16) float deq[4][KC]; // 4 KiB: the dequantized rows of one 4-row group
+        for (int64_t p = 0; p < n_panels; ++p) {
+            for (int j0 = 0; j0 < NR; j0 += 4) {
+                const int64_t c0   = p * NR + j0;
+                const int     rows = (int) std::max<int64_t>(0, std::min<int64_t>(4, n_cols - c0));
+                const char *  src[4];
+                for (int i = 0; i < 4; ++i) {
+                    src[i] = nullptr;
+                    if (i < rows) {
+                        to_float(row0 + (c0 + i) * nb1 + k0_bytes, deq[i], valid);
+                        src[i] = (const char *) deq[i];
+                    }
+                }
+                pack_group4<GGML_TYPE_F32>(src, rows, 0, valid, dst + p * valid * NR + j0, NR);
+            }
+        }
+        return;
+    }
     for (int64_t p = 0; p < n_panels; ++p) {
         float * pd = dst + p * valid * NR;
         for (int j0 = 0; j0 < NR; j0 += 4) {
@@ -525,6 +557,7 @@ const char * kernel_name(const plan & pl) {
                    : t == GGML_TYPE_BF16 ? "neon small-M dot (f32, bf16 weights widened)"
                                          : "neon small-M dot (f32)";
         case path::f32:
+            if (ggml_blck_size(t) > 1) return "neon f32fma, weights and activations dequantized";
             return t == GGML_TYPE_F16    ? "neon f32fma (f16 weights widened)"
                    : t == GGML_TYPE_BF16 ? "neon f32fma (bf16 weights widened)"
                                          : "neon f32fma";
@@ -549,6 +582,12 @@ const char * ggml_cpu_mul_mat_neon_kernel(const struct ggml_tensor * dst) {
     return kernel_name(make_plan(dst));
 }
 
+bool ggml_cpu_mul_mat_neon_dequantizes(enum ggml_type t) { return dequantizes(t); }
+
+const char * ggml_cpu_mul_mat_neon_dequant_kernel(const struct ggml_tensor *) {
+    return ggml_cpu_isa_allows(ggml_cpu_isa::neon) ? "neon f32fma, weights and activations dequantized" : nullptr;
+}
+
 void ggml_cpu_mul_mat_neon(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const plan pl = make_plan(dst);
     GGML_ASSERT(pl.p != path::none && "mul_mat: NEON path called for an unsupported node");
@@ -568,6 +607,8 @@ void ggml_cpu_mul_mat_neon(const struct ggml_compute_params * params, struct ggm
 bool ggml_cpu_mul_mat_neon_usable(const struct ggml_tensor *) { return false; }
 bool ggml_cpu_mul_mat_neon_shape_ok(const struct ggml_tensor *) { return false; }
 size_t ggml_cpu_mul_mat_neon_work_size(const struct ggml_tensor *, int) { return 0; }
+bool ggml_cpu_mul_mat_neon_dequantizes(enum ggml_type) { return false; }
+const char * ggml_cpu_mul_mat_neon_dequant_kernel(const struct ggml_tensor *) { return nullptr; }
 const char * ggml_cpu_mul_mat_neon_kernel(const struct ggml_tensor *) { return nullptr; }
 void ggml_cpu_mul_mat_neon(const struct ggml_compute_params *, struct ggml_tensor *) {}
 

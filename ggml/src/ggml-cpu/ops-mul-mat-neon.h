@@ -25,5 +25,14 @@ size_t ggml_cpu_mul_mat_neon_work_size(const struct ggml_tensor * dst, int n_thr
 // weights widened)", "neon small-M dot (f32)", ...), nullptr when it is not usable.
 const char * ggml_cpu_mul_mat_neon_kernel(const struct ggml_tensor * dst);
 
+// Whether the packed GEMM takes weights of block-quantized type t (dequantized exactly while
+// packing, F32 activations): ops-mul-mat-quant.cpp's dequantizing route only (as the x86 one,
+// ops-mul-mat-x86.h), for types without an integer tile.
+bool ggml_cpu_mul_mat_neon_dequantizes(enum ggml_type t);
+
+// Name of that route's kernel ("neon f32fma, weights and activations dequantized"), nullptr below
+// the neon level.
+const char * ggml_cpu_mul_mat_neon_dequant_kernel(const struct ggml_tensor * dst);
+
 // Runs this thread's share; only valid when usable() returned true.
 void ggml_cpu_mul_mat_neon(const struct ggml_compute_params * params, struct ggml_tensor * dst);

@@ -18,14 +18,15 @@
 // x86 F32 GEMM (AVX-512 or AVX2) and the kernel choice is vnni: each activation row is quantized to
 // vec_dot_type as above and dequantized back to F32 (the exact values the dot product multiplies),
 // the weights are dequantized exactly while the GEMM packs them (ops-mul-mat-x86.cpp,
-// ops-mul-mat-avx2.cpp), and products and sums are F32 instead of integer: within F32 rounding of
-// vec_dot_ref, ~100x the portable path's speed.
+// ops-mul-mat-avx2.cpp; on AArch64 ops-mul-mat-neon.cpp), and products and sums are F32 instead of
+// integer: within F32 rounding of vec_dot_ref, ~100x the portable path's speed.
 // Work buffer then: [F32 activation rows][per-thread row scratch][the F32 GEMM's own work].
 
 #include "ops-mul-mat-quant.h"
 
 #include "../ggml-quants.h"
 #include "kernel-choice.h"
+#include "ops-mul-mat-neon.h"
 #include "ops-mul-mat-x86.h"
 #include "ops-row.h"
 #include "quant-act-fast.h"
@@ -87,16 +88,23 @@ const ggml_quant_dot_fast * fast_kernel(const ggml_tensor * a, bool use_ref) {
 bool route_nodes(const ggml_tensor * dst, ggml_tensor * b32, ggml_tensor * d32) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
-    if (ggml_cpu_quant_dot_fast(a->type) || !ggml_cpu_mul_mat_x86_dequantizes(a->type)) return false;
+    if (ggml_cpu_quant_dot_fast(a->type)) return false;
+    if (!ggml_cpu_mul_mat_x86_dequantizes(a->type) && !ggml_cpu_mul_mat_neon_dequantizes(a->type)) return false;
     ggml_cpu_f32_twin(b, b32);
     *d32        = *dst;
     d32->src[1] = b32;
-    return ggml_cpu_mul_mat_x86_shape_ok(d32); // any level's GEMM (the cap may change until compute)
+    // any level's GEMM (the cap may change until compute); each family's declines on the other's builds
+    return ggml_cpu_mul_mat_x86_shape_ok(d32) || ggml_cpu_mul_mat_neon_shape_ok(d32);
+}
+
+// The F32 GEMM of the active level that runs the route's node (x86 or AArch64).
+bool route_gemm_usable(const ggml_tensor * d32) {
+    return ggml_cpu_mul_mat_x86_usable(d32) || ggml_cpu_mul_mat_neon_usable(d32);
 }
 
 bool dequant_route(const ggml_tensor * dst, bool use_ref, ggml_tensor * b32, ggml_tensor * d32) {
     if (use_ref || ggml_cpu_kernel_for(ggml_cpu_kernel_family::mul_mat_quant) != ggml_cpu_kernel::vnni) return false;
-    return route_nodes(dst, b32, d32) && ggml_cpu_mul_mat_x86_usable(d32);
+    return route_nodes(dst, b32, d32) && route_gemm_usable(d32);
 }
 
 size_t f32_rows_bytes(const ggml_tensor * b) {
@@ -180,7 +188,9 @@ size_t ggml_cpu_mul_mat_quant_work_size(const struct ggml_tensor * dst, int n_th
     ggml_tensor  b32, d32;
     // the route's room whenever it could run (use_ref and the kernel choice may change until then)
     if (route_nodes(dst, &b32, &d32)) {
-        bytes = std::max(bytes, QMM_ALIGN + f32_rows_bytes(b) + scratch + ggml_cpu_mul_mat_x86_work_size(&d32, n_threads));
+        bytes = std::max(bytes, QMM_ALIGN + f32_rows_bytes(b) + scratch +
+                                    std::max(ggml_cpu_mul_mat_x86_work_size(&d32, n_threads),
+                                             ggml_cpu_mul_mat_neon_work_size(&d32, n_threads)));
     }
     return bytes;
 }
@@ -189,7 +199,10 @@ const char * ggml_cpu_mul_mat_quant_kernel(const struct ggml_tensor * dst, bool 
     const ggml_quant_dot_fast * f = fast_kernel(dst->src[0], use_ref);
     if (f) return f->name;
     ggml_tensor b32, d32;
-    if (dequant_route(dst, use_ref, &b32, &d32)) return ggml_cpu_mul_mat_x86_dequant_kernel(&d32);
+    if (dequant_route(dst, use_ref, &b32, &d32)) {
+        if (const char * k = ggml_cpu_mul_mat_x86_dequant_kernel(&d32)) return k;
+        return ggml_cpu_mul_mat_neon_dequant_kernel(&d32);
+    }
     return "portable vec_dot_ref";
 }
 
@@ -224,7 +237,11 @@ void mul_mat_dequantized(const struct ggml_compute_params * params, const ggml_t
     ggml_compute_params inner = *params;
     inner.wdata               = wbase + f32_rows_bytes(b) + (size_t) params->nth * per_thread;
     inner.wsize               = params->wsize - (size_t) ((char *) inner.wdata - (char *) params->wdata);
-    ggml_cpu_mul_mat_x86(&inner, &d32);
+    if (ggml_cpu_mul_mat_x86_usable(&d32)) {
+        ggml_cpu_mul_mat_x86(&inner, &d32);
+    } else {
+        ggml_cpu_mul_mat_neon(&inner, &d32);
+    }
 }
 
 } // namespace
