@@ -1,4 +1,5 @@
-// The fast quantized dot-product tiles (ggml/src/ggml-cpu/quant-dot-fast.h: AVX2, AVX512-VNNI)
+// The fast quantized dot-product tiles (ggml/src/ggml-cpu/quant-dot-fast.h: AVX2, AVX512-VNNI;
+// AArch64 NEON, SDOT, SMMLA)
 // against the reference vec_dot_ref (ggml/src/ggml-quants.h), directly on blocks, for every type
 // with a fast kernel: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K. Every check runs once per
 // instruction-set level this CPU can run (tests/support/isa_levels.h); a level without a tile for
@@ -17,12 +18,14 @@
 //     n_blocks + 16 terms whose magnitudes add up to at most S, so each is within (n + 16) u S of
 //     the exact value (u = 2^-24).
 // Several row and column counts cover full and exact-size edge tiles (micro-tiles of 2 x 8 and 4 x 4
-// with AVX-512; 2 x 4 and 1 x 8 with AVX2), and rows as long as the DiT linears' (K up to 16384).
+// with AVX-512; 2 x 4 and 1 x 8 with AVX2; 2 x 4 NEON, 4 x 4 SDOT, 4 x 4 SMMLA in row and column
+// pairs whose odd member repeats, one column on SDOT), and rows as long as the DiT linears' (K up
+// to 16384).
 // The AVX2 Q8_0 tile multiplies |w| by sign(a, w) with vpmaddubsw, exact only without -128
 // activations; the extreme blocks (activations -128, weights -128) check both that path and the
 // exact one it switches to.
 //
-// The AVX2 and AVX-512 activation quantizers (quant-act-fast.h) must write the reference quantizers' bytes for
+// The AVX2, AVX-512 and NEON activation quantizers (quant-act-fast.h) must write the reference quantizers' bytes for
 // every input: random rows over many magnitudes and rows built to hit each rounding rule (ties at
 // .5, products just below .5, the clamp, NaN / Inf, zeros, repeated maxima of both signs).
 
@@ -37,6 +40,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -370,6 +374,9 @@ std::vector<std::vector<float>> quantizer_rows(int64_t K) {
     row([](int64_t i) { return i % 11 == 0 ? NAN : 0.1f * (float) (i % 13); });
     row([](int64_t i) { return i % 37 == 1 ? INFINITY : (i % 41 == 2 ? -INFINITY : 1.0f); });
     row([](int64_t) { return NAN; });
+    // signalling NaNs (a NaN-ignoring max built on FMAXNM would return NaN for them) and an Inf maximum
+    row([](int64_t i) { return i % 7 == 0 ? std::numeric_limits<float>::signaling_NaN() : 0.5f * (float) (i % 9) - 2.0f; });
+    row([](int64_t i) { return i % 64 == 5 ? -INFINITY : 0.3f * (float) (i % 11); });
     // tiny and subnormal magnitudes (scales that underflow or whose inverse overflows)
     row([](int64_t i) { return 1e-40f * (float) ((i % 5) - 2); });
     row([](int64_t i) { return 1e-38f * (float) ((i % 3) - 1); });
