@@ -454,20 +454,29 @@ void gemm_packed(const plan & pl, const struct ggml_compute_params * params, str
 // ---------------------------------------------------------------------------------------------
 // small M: vectors along K straight from the weight rows
 
-// out[j][r] = w[j] . x[r] for 4 weight rows j and R (<= 4) activation rows r.
+template <int R>
+__attribute__((always_inline)) inline void fma_rows(float32x4_t (&acc)[R], float32x4_t wv, const float32x4_t (&xv)[R]) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = vfmaq_f32(acc[r], wv, xv[r]);
+}
+
+// out[j][r] = w[j] . x[r] for 4 weight rows j and R (<= 4) activation rows r. One accumulator
+// array per weight row (not one [4][R] array): GCC keeps arrays of up to 64 bytes in registers,
+// the 256-byte one it stored to memory every K step.
 template <ggml_type T, int R>
 void dot_4xR(int64_t K, const char * const w[4], const float * const x[R], float out[4][4]) {
-    float32x4_t acc[4][R];
-    for (int j = 0; j < 4; ++j)
-        for (int r = 0; r < R; ++r) acc[j][r] = vdupq_n_f32(0.0f);
+    float32x4_t a0[R], a1[R], a2[R], a3[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) a0[r] = a1[r] = a2[r] = a3[r] = vdupq_n_f32(0.0f);
     int64_t k = 0;
     for (; k + 4 <= K; k += 4) {
         float32x4_t xv[R];
+#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) xv[r] = vld1q_f32(x[r] + k);
-        for (int j = 0; j < 4; ++j) {
-            const float32x4_t wv = load4<T>(w[j], k);
-            for (int r = 0; r < R; ++r) acc[j][r] = vfmaq_f32(acc[j][r], wv, xv[r]);
-        }
+        fma_rows<R>(a0, load4<T>(w[0], k), xv);
+        fma_rows<R>(a1, load4<T>(w[1], k), xv);
+        fma_rows<R>(a2, load4<T>(w[2], k), xv);
+        fma_rows<R>(a3, load4<T>(w[3], k), xv);
     }
     if (k < K) {
         // the last K % 4 elements as one more vector step, zero-filled past the row ends (0 * 0
@@ -475,14 +484,20 @@ void dot_4xR(int64_t K, const char * const w[4], const float * const x[R], float
         // give exactly the F32 result of their widened values
         const int64_t n = K - k;
         float32x4_t   xv[R];
+#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) xv[r] = load4_tail<GGML_TYPE_F32>((const char *) x[r], k, n);
-        for (int j = 0; j < 4; ++j) {
-            const float32x4_t wv = load4_tail<T>(w[j], k, n);
-            for (int r = 0; r < R; ++r) acc[j][r] = vfmaq_f32(acc[j][r], wv, xv[r]);
-        }
+        fma_rows<R>(a0, load4_tail<T>(w[0], k, n), xv);
+        fma_rows<R>(a1, load4_tail<T>(w[1], k, n), xv);
+        fma_rows<R>(a2, load4_tail<T>(w[2], k, n), xv);
+        fma_rows<R>(a3, load4_tail<T>(w[3], k, n), xv);
     }
-    for (int j = 0; j < 4; ++j)
-        for (int r = 0; r < R; ++r) out[j][r] = vaddvq_f32(acc[j][r]);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+        out[0][r] = vaddvq_f32(a0[r]);
+        out[1][r] = vaddvq_f32(a1[r]);
+        out[2][r] = vaddvq_f32(a2[r]);
+        out[3][r] = vaddvq_f32(a3[r]);
+    }
 }
 
 template <ggml_type T>
