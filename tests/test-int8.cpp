@@ -1228,7 +1228,8 @@ TEST(Int8Gemm, model_widths_match_reference_on_every_path) {
 
 // The instruction-set cap (GGML_CPU_ISA / ggml_cpu_set_isa) governs the INT8 paths: at each level
 // this CPU can run, the chosen path is the best one the level allows (portable at "portable", avx2
-// at "avx2" and "avx_vnni", vnni from "avx512" on when the CPU has AVX512-VNNI), a path above the
+// at "avx2" and "avx_vnni", vnni from "avx512" on when the CPU has AVX512-VNNI; on AArch64 neon,
+// dotprod and i8mm at the levels of those names), a path above the
 // level is unavailable and a request for it falls back, and the linear computed under the cap is
 // still the reference, bit for bit.
 TEST(Int8Paths, isa_cap_governs_the_path) {
