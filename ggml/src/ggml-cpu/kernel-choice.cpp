@@ -277,6 +277,8 @@ extern "C" const char * ggml_backend_cpu_node_kernel(ggml_backend_t backend_cpu,
                 return ggml_avx512_flash_attn_uses_bf16(node) ? "avx512 bf16dot" : "avx512 f32fma";
             // ops-flash-attn-avx2.cpp: F32 products at the avx2 and avx_vnni levels, every node
             if (!use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::avx2)) return "avx2 f32fma";
+            // ops-flash-attn-neon.cpp: F32 products at every AArch64 level
+            if (!use_ref && ggml_cpu_isa_allows(ggml_cpu_isa::neon)) return "neon f32fma";
             return "portable";
         default: {
             // row ops: the active level's name where it has a row kernel for this op (used for its
