@@ -16,7 +16,11 @@ for pkg in cmake make g++ libgtest-dev python3 python3-numpy python3-pip libopen
     have_pkg "$pkg" || need+=("$pkg")
 done
 # qemu-user: scripts/test-qemu-avx2.sh runs the unit tests as an AVX2-only CPU (qemu-x86_64 -cpu Haswell)
-[ "$(uname -m)" = x86_64 ] && { have_pkg qemu-user || need+=(qemu-user); }
+# g++-aarch64-linux-gnu (with its libc6-dev-arm64-cross): scripts/test-qemu-aarch64.sh cross-builds the
+# unit tests for aarch64 and runs them under qemu-user (qemu-aarch64 -cpu max / cortex-a72)
+if [ "$(uname -m)" = x86_64 ]; then
+    for pkg in qemu-user g++-aarch64-linux-gnu; do have_pkg "$pkg" || need+=("$pkg"); done
+fi
 # ccache: the option builds of scripts/test-options.sh reuse the default build's objects
 have_pkg ccache || need+=(ccache)
 # clang-14, libclang-rt-14-dev: libFuzzer for scripts/test-fuzz.sh (tests/fuzz)

@@ -22,6 +22,9 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
 scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
+# the CPU unit tests cross-built for aarch64 and run under qemu-aarch64 (-cpu max and cortex-a72),
+# right after test-options.sh's emulated AVX2 pass; skipped on non-x86-64 hosts
+scripts/test-qemu-aarch64.sh "$jobs"
 scripts/test-install.sh
 scripts/test-sdcpp.sh # stable-diffusion.cpp (PyPI sdist) on the installed package: builds sd-cli, one 64x64 image
 if [ "${SD_TEST_UPSTREAM:-0}" = 1 ]; then scripts/test-upstream.sh; fi
