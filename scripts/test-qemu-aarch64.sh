@@ -13,7 +13,7 @@
 #
 # Two CPU models:
 #  * -cpu max (NEON, fp16, dotprod, i8mm, SVE): the CPU unit tests of the AVX2 pass
-#    (scripts/test-qemu-avx2.sh) plus test-io, and `sdx run` at a tiny width. Expected level:
+#    (scripts/test-qemu-avx2.sh) plus test-io, and `sdx run` + `sdx bench` at a tiny width. Expected level:
 #    i8mm (SD_EXPECT_ISA_DETECTED, checked by test-cpu-isa).
 #  * -cpu cortex-a72 (plain ARMv8.0 NEON, no dotprod/fp16/i8mm): the kernel tests again
 #    (test-cpu-isa, test-cpu-rows, test-quant-dot, test-int8, test-backend-ops at 2 threads only),
@@ -110,5 +110,16 @@ out=$(QEMU_CPU=max "$dir/emulated/sdx" run --hidden 256 --heads 2 --kv-heads 1 -
       --blocks 1 --threads 2 2>&1) || { echo "$out"; echo "-- qemu aarch64 max: sdx run FAILED" >&2; exit 1; }
 grep -q "check: relative RMS" <<<"$out" || { echo "$out"; echo "-- sdx run printed no check" >&2; exit 1; }
 echo "-- qemu aarch64 max: sdx run passed ($((SECONDS - sdx_start)) s): $(grep 'check: relative RMS' <<<"$out")"
+# and `sdx bench` at the same size: every configuration runs and names the AArch64 kernels it used
+# (the max CPU's level is i8mm: quantized tiles and the sd INT8 path report it)
+bench_dir=$(mktemp -d)
+out=$(QEMU_CPU=max "$dir/emulated/sdx" bench --hidden 256 --heads 2 --kv-heads 1 --mlp 512 --tokens 16 \
+      --blocks 1 --runs 1 --json "$bench_dir/b.json" --html "$bench_dir/b.html" 2>&1) ||
+    { echo "$out"; echo "-- qemu aarch64 max: sdx bench FAILED" >&2; rm -rf "$bench_dir"; exit 1; }
+rm -rf "$bench_dir"
+for want in "MUL_MAT i8mm q8_0" "MUL_MAT i8mm q4_K" "sd INT8 ConvRot path i8mm" "FLASH_ATTN_EXT neon f32fma"; do
+    grep -q "$want" <<<"$out" || { echo "$out"; echo "-- sdx bench names no '$want'" >&2; exit 1; }
+done
+echo "-- qemu aarch64 max: sdx bench passed: $(grep 'kernels per block' <<<"$out" | sed -n 4p | sed 's/^ *//')"
 echo "-- qemu aarch64 pass (all passed): cross build ${build_s} s, ${#entries[@]} test runs ${tests_s} s," \
-     "sdx run $((SECONDS - sdx_start)) s, total $((SECONDS - start)) s"
+     "sdx run + bench $((SECONDS - sdx_start)) s, total $((SECONDS - start)) s"

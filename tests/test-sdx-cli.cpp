@@ -400,6 +400,10 @@ TEST(SdxCli, BenchNamesTheCpuAndEachConfigurationsKernels) {
         ++lines;
     }
     EXPECT_EQ(lines, 6u) << r.out;
+    // the INT8 configurations name the sd INT8 kernels' instruction-set path
+    const size_t i8 = r.out.find("int8-ext");
+    ASSERT_NE(i8, std::string::npos);
+    EXPECT_NE(r.out.find("sd INT8 ConvRot path ", i8), std::string::npos) << r.out;
     // the F32 stack's linears are native MUL_MATs with a named kernel
     const size_t f32 = r.out.find("f32-native");
     ASSERT_NE(f32, std::string::npos);

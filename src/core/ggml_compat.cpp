@@ -67,6 +67,7 @@ const char * sd_cpu_isa(void) { return "upstream"; }
 const char * sd_cpu_isa_detected(void) { return "upstream"; }
 const char * sd_cpu_get_kernel(const char *) { return "upstream"; }
 const char * sd_cpu_node_kernel(ggml_backend_t, const struct ggml_tensor *) { return "upstream"; }
+const char * sd_cpu_int8_path(void) { return "none"; }
 
 struct ggml_tensor * sd_rope_apply(struct ggml_context *, struct ggml_tensor *, struct ggml_tensor *, int) {
     return unavailable(SD_OP_ROPE_APPLY, "the RoPE operator", "build RoPE as the plain op chain");

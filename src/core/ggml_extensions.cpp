@@ -587,6 +587,9 @@ extern "C" const char * sd_cpu_kernel_table_row(void) { return ggml_cpu_kernel_t
 extern "C" const char * sd_cpu_isa(void) { return ggml_cpu_get_isa(); }
 extern "C" const char * sd_cpu_isa_detected(void) { return ggml_cpu_get_isa_detected(); }
 extern "C" const char * sd_cpu_get_kernel(const char * family) { return ggml_cpu_get_kernel(family); }
+// defined by src/core/cpu/int8.cpp when the sd CPU kernels are built (SD_CPU_EXTENSIONS)
+extern "C" __attribute__((weak)) const char * sd_int8_cpu_path_name(void);
+extern "C" const char * sd_cpu_int8_path(void) { return sd_int8_cpu_path_name ? sd_int8_cpu_path_name() : "none"; }
 extern "C" const char * sd_cpu_node_kernel(ggml_backend_t cpu, const struct ggml_tensor * node) {
     return ggml_backend_cpu_node_kernel(cpu, node);
 }

@@ -169,6 +169,10 @@ SD_API const char * sd_cpu_isa(void);
 SD_API const char * sd_cpu_isa_detected(void);
 SD_API const char * sd_cpu_get_kernel(const char * family);
 SD_API const char * sd_cpu_node_kernel(ggml_backend_t cpu, const struct ggml_tensor * node);
+// The path the sd INT8 ConvRot CPU kernels (quantizer, GEMM, fusions) take now: "vnni", "avx2",
+// "i8mm", "dotprod", "neon", "portable" (the GGML_CPU_ISA cap and SD_INT8_PATH apply); "none" in a
+// build without the sd CPU kernels.
+SD_API const char * sd_cpu_int8_path(void);
 
 // ---------------------------------------------------------------------------------------------
 // Constructors (model-facing names; with SD_USE_UPSTREAM_GGML each returns NULL and

@@ -78,6 +78,10 @@ std::string kernel_summary(const krea2::runner::plan_info & p) {
     }
     std::string s;
     for (const auto & kc : counts) s += (s.empty() ? "" : ", ") + kc.first + " x" + std::to_string(kc.second);
+    // the sd INT8 kernels run as extension steps: name the instruction-set path they take
+    bool int8 = false;
+    for (const auto & n : p.nodes) int8 = int8 || (n.mode != "native" && n.kernel.find("i8") != std::string::npos);
+    if (int8) s += std::string(s.empty() ? "" : ", ") + "sd INT8 ConvRot path " + sd_cpu_int8_path();
     return s.empty() ? "none" : s;
 }
 

@@ -127,6 +127,9 @@ bool quantize_node_supported(const ggml_tensor * node) {
 
 } // namespace sd_int8
 
+// ggml_extensions.cpp's sd_cpu_int8_path (what sdx bench reports with an INT8 timing)
+extern "C" const char * sd_int8_cpu_path_name(void) { return sd_int8::path_name(sd_int8::resolve_path()); }
+
 namespace {
 
 using namespace sd_int8;
