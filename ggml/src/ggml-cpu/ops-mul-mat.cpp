@@ -17,8 +17,9 @@
 // Fast paths: on x86 CPUs at the avx2 level or above (cpu-isa.h), ops-mul-mat-x86.cpp takes over
 // (packed GEMMs of the active level, see there and ops-mul-mat-avx2.cpp) unless params->use_ref
 // forces this portable path; the work buffer is sized for any of them. The AVX2 GEMM takes
-// F16/BF16 activations itself; at the avx512 level they are first widened to F32 in the work
-// buffer so that they reach its fast path too. On AArch64 CPUs (neon level and above)
+// F16/BF16 activations itself, and at the avx512 level such nodes run it too (the next lower
+// level with a kernel for them); only a node no AVX2 kernel takes has its F16/BF16 activations
+// widened to F32 in the work buffer first, so that it reaches the AVX-512 GEMM. On AArch64 CPUs (neon level and above)
 // ops-mul-mat-neon.cpp takes over the same way (packed 8 x 12 FMLA GEMM, small-M dot products;
 // F16/BF16 weights and activations widened exactly while packing); each family's entry points
 // decline on the other's builds.
