@@ -31,6 +31,7 @@
 // strided q/k/v rows).
 
 #include "ops-flash-attn-avx2.h"
+#include "ops-flash-attn-tiles.h"
 
 #include "ggml-impl.h"
 
@@ -293,17 +294,6 @@ inline void prefetch_rows(const char * p, size_t stride, int64_t n, int64_t byte
 
 // ---- the op ---------------------------------------------------------------------------------------
 
-struct fa_args {
-    const ggml_tensor *q, *k, *v, *mask, *sinks, *dst;
-    float              scale, max_bias, softcap;
-    int64_t            D, Dv, n_q, n_head, S, n_kv, rk2, rv2, rk3, rv3;
-    bool               k_direct, v_direct; // F32 rows read in place
-};
-
-struct tile {
-    int64_t h, s, iq0, nq; // queries [iq0, iq0 + nq) of head h, sequence s
-};
-
 // slope * mask of queries [iq0, iq0 + nq) and kv rows [j0, j0 + kb), transposed into mt[j][i]
 // (lanes nq..QBS get -inf: they never see anything). Returns whether any entry is visible.
 template <int QV>
@@ -359,7 +349,7 @@ bool build_mask(const fa_args & a, const char * mbase, float slope, int64_t iq0,
 
 // Tiles t[0..ng) (all of width QV vectors, all reading the same K and V head) over every kv block.
 template <int QV>
-void run_chunk(const fa_args & a, const layout & l, float * ws, const tile * t, int ng) {
+void run_chunk(const fa_args & a, const layout & l, float * ws, const fa_tile * t, int ng) {
     constexpr int64_t QBS = QV * VL;
     const int64_t     D = a.D, Dv = a.Dv;
     float *           kf   = ws + l.off_k;
@@ -555,70 +545,20 @@ void run_chunk(const fa_args & a, const layout & l, float * ws, const tile * t, 
 size_t ggml_avx2_flash_attn_floats(int64_t D, int64_t Dv) { return (size_t) make_layout(D, Dv).total; }
 
 void ggml_avx2_flash_attn_ext(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
-    fa_args a;
-    a.q        = dst->src[0];
-    a.k        = dst->src[1];
-    a.v        = dst->src[2];
-    a.mask     = dst->src[3];
-    a.sinks    = dst->src[4];
-    a.dst      = dst;
-    a.scale    = ggml_get_op_params_f32(dst, 0);
-    a.max_bias = ggml_get_op_params_f32(dst, 1);
-    a.softcap  = ggml_get_op_params_f32(dst, 2);
-    a.D        = a.q->ne[0];
-    a.n_q      = a.q->ne[1];
-    a.n_head   = a.q->ne[2];
-    a.S        = a.q->ne[3];
-    a.n_kv     = a.k->ne[1];
-    a.Dv       = a.v->ne[0];
-    a.rk2      = a.n_head / a.k->ne[2];
-    a.rv2      = a.n_head / a.v->ne[2];
-    a.rk3      = a.S / a.k->ne[3];
-    a.rv3      = a.S / a.v->ne[3];
-    // F32 rows are broadcast from in place when their stride is whole floats; V also needs Dv to be
-    // a multiple of ND (the value kernel reads ND dims at a time and must not run past a row)
-    a.k_direct = a.k->type == GGML_TYPE_F32 && a.k->nb[1] % sizeof(float) == 0;
-    a.v_direct = a.v->type == GGML_TYPE_F32 && a.v->nb[1] % sizeof(float) == 0 && a.Dv % ND == 0;
+    const fa_args a = fa_args_of(dst, ND);
 
     const layout l   = make_layout(a.D, a.Dv);
-    const int    ith = params->ith, nth = params->nth;
+    const int    ith = params->ith;
     float *      ws  = (float *) (((uintptr_t) params->wdata + 63) & ~(uintptr_t) 63) + (size_t) ith * (size_t) l.total;
     // the zero row stands in for K/V rows past the end of a short block (P is 0 there, but 0 times
     // whatever an earlier node left in the work buffer could be NaN)
     memset(ws + l.off_zero, 0, (size_t) l.ltmp * sizeof(float));
 
-    // tiles of 24 queries; narrower ones when there are few (head, seq) pairs, so every thread
-    // gets work, or few queries
-    int64_t qb = QBS_MAX;
-    while (qb > VL && ((a.n_q + qb - 1) / qb) * a.n_head * a.S < 2 * (int64_t) nth) qb -= VL;
-    if (a.n_q <= qb) qb = round_up(a.n_q, VL);
-    const int64_t n_qt    = (a.n_q + qb - 1) / qb;
-    const int64_t n_units = n_qt * a.n_head * a.S;
-
-    int64_t u0, u1;
-    ggml_cpu_split_range(n_units, ith, nth, &u0, &u1);
-    for (int64_t u = u0; u < u1;) {
-        if (ggml_cpu_should_abort(params)) return;
-        // next chunk: up to G_MAX consecutive units of one tile width that read the same K/V head
-        tile t[G_MAX];
-        int  ng = 0, qv = 0;
-        for (; u < u1 && ng < G_MAX; ++u) {
-            const int64_t qt  = u % n_qt;
-            const int64_t h   = (u / n_qt) % a.n_head;
-            const int64_t s   = u / (n_qt * a.n_head);
-            const int64_t iq0 = qt * qb;
-            const int64_t nq  = min_i(qb, a.n_q - iq0);
-            const int     w   = (int) ((nq + VL - 1) / VL);
-            if (ng > 0 && (w != qv || h / a.rk2 != t[0].h / a.rk2 || h / a.rv2 != t[0].h / a.rv2 ||
-                           s / a.rk3 != t[0].s / a.rk3 || s / a.rv3 != t[0].s / a.rv3))
-                break;
-            t[ng++] = {h, s, iq0, nq};
-            qv      = w;
-        }
+    fa_for_each_chunk<VL, QBS_MAX, G_MAX>(params, a, [&](const fa_tile * t, int ng, int qv) {
         if (qv == 3)      run_chunk<3>(a, l, ws, t, ng);
         else if (qv == 2) run_chunk<2>(a, l, ws, t, ng);
         else              run_chunk<1>(a, l, ws, t, ng);
-    }
+    });
 }
 
 #if defined(__clang__)
