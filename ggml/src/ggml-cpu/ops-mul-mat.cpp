@@ -150,10 +150,13 @@ size_t ggml_cpu_mul_mat_work_size(const struct ggml_tensor * dst, int n_threads)
     const size_t bytes    = (size_t) n_threads * thread_scratch_bytes(a, b);
     const size_t portable = bytes == 0 ? 0 : bytes + MM_ALIGN; // + room to align the base
     // use_ref is not known here, so room for whichever path runs; the widened route runs only at
-    // the avx512 level (the AVX2 GEMM takes F16/BF16 src1 itself), so only a CPU that has it sizes it
+    // the avx512 level and only for nodes no x86 kernel takes directly (a node the AVX2 GEMM takes,
+    // e.g. F16/BF16 src1, runs it at the avx512 level too), so only such a node on such a CPU sizes
+    // the F32 copy of src1
     size_t fast = std::max(ggml_cpu_mul_mat_x86_work_size(dst, n_threads), ggml_cpu_mul_mat_neon_work_size(dst, n_threads));
     struct ggml_tensor b32, d32;
-    if ((int) ggml_cpu_isa_detected() >= (int) ggml_cpu_isa::avx512 && widened_node(dst, &b32, &d32, true)) {
+    if ((int) ggml_cpu_isa_detected() >= (int) ggml_cpu_isa::avx512 && !ggml_cpu_mul_mat_x86_shape_ok(dst) &&
+        widened_node(dst, &b32, &d32, true)) {
         fast = std::max(fast, widened_bytes(b) + ggml_cpu_mul_mat_x86_work_size(&d32, n_threads) + MM_ALIGN);
     }
     return std::max(portable, fast);
