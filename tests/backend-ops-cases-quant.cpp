@@ -23,7 +23,7 @@
 // walk over blocks and strides; the quantizers' accuracy is test-quants' subject.
 
 #include "backend-ops-cases.h"
-#include "ggml-quants.h"
+#include "formats/ggml-quants.h"
 
 #include <cmath>
 

@@ -6,10 +6,10 @@
 // CPU-computed toy kernels (ADD override, custom op test.axpb.v1, MUL->ADD fusion rule).
 
 #include "ggml-alloc.h"
-#include "ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
-#include "ggml-ext-impl.h"
+#include "ext/ggml-ext-impl.h"
 #include "ggml-ext.h"
 #include "ggml.h"
 

@@ -1,4 +1,4 @@
-// GGUF files (gguf.h, ggml/src/gguf.cpp): writer/reader round trips of every value type, arrays,
+// GGUF files (gguf.h, ggml/src/formats/gguf.cpp): writer/reader round trips of every value type, arrays,
 // alignment, tensor offsets, meta-only writes; hostile files (truncated at every byte, absurd
 // counts and lengths, bad alignment, tensors outside the file or overlapping, duplicates) that
 // must give NULL and a message; and the cross-check both ways with the Python gguf package

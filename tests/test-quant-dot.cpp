@@ -1,6 +1,6 @@
 // The fast quantized dot-product tiles (ggml/src/ggml-cpu/quant-dot-fast.h: AVX2, AVX512-VNNI;
 // AArch64 NEON, SDOT, SMMLA)
-// against the reference vec_dot_ref (ggml/src/ggml-quants.h), directly on blocks, for every type
+// against the reference vec_dot_ref (ggml/src/formats/ggml-quants.h), directly on blocks, for every type
 // with a fast kernel: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K. Every check runs once per
 // instruction-set level this CPU can run (tests/support/isa_levels.h); a level without a tile for
 // the type (portable) is reported as skipped.
@@ -29,10 +29,10 @@
 // every input: random rows over many magnitudes and rows built to hit each rounding rule (ties at
 // .5, products just below .5, the clamp, NaN / Inf, zeros, repeated maxima of both signs).
 
-#include "ggml-common.h"
+#include "formats/ggml-common.h"
 #include "ggml-cpu/quant-act-fast.h"
 #include "ggml-cpu/quant-dot-fast.h"
-#include "ggml-quants.h"
+#include "formats/ggml-quants.h"
 #include "support/isa_levels.h"
 
 #include <gtest/gtest.h>

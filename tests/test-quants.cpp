@@ -1,4 +1,4 @@
-// test-quants.cpp — the block-quantized types' reference code (ggml/src/ggml-quants.cpp) and their
+// test-quants.cpp — the block-quantized types' reference code (ggml/src/formats/ggml-quants.cpp) and their
 // traits: hand-computed blocks, round-trip error bounds, idempotence, the reference dot products
 // against the dot of the dequantized rows, ggml_quantize_chunk, ggml_validate_row_data, and the
 // cross-check with the Python `gguf` package and, for the K-quant quantizers gguf lacks, with an
@@ -7,7 +7,7 @@
 // Built with -ffp-contract=off like the library file, so the expected values computed here round
 // after every operation as the code under test does.
 
-#include "ggml-quants.h"
+#include "formats/ggml-quants.h"
 #include "support/io-test-files.h"
 
 #include <gtest/gtest.h>

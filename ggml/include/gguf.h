@@ -1,5 +1,5 @@
 // gguf.h — GGUF files (ggml's model file format): upstream ggml's API (names, signatures and
-// enum values as in upstream ggml/include/gguf.h), implemented in ggml/src/gguf.cpp.
+// enum values as in upstream ggml/include/gguf.h), implemented in ggml/src/formats/gguf.cpp.
 //
 // File layout (little-endian):
 //   "GGUF" magic, u32 version (2 or 3), i64 tensor count, i64 key/value count,

@@ -1,4 +1,4 @@
-// Fuzzes the GGUF reader (ggml/src/gguf.cpp): any bytes as a file. Whatever opens must be
+// Fuzzes the GGUF reader (ggml/src/formats/gguf.cpp): any bytes as a file. Whatever opens must be
 // self-consistent (every tensor inside the file, found by name, its data loaded), and writing it
 // back with the writer must give a file the reader accepts with the same keys and tensor bytes.
 

@@ -2,7 +2,7 @@
 
 #include "test-backend.h"
 
-#include "ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "ggml-cpu.h"
 
 #include <cstdlib>

@@ -6,7 +6,7 @@
 // would abort inside a kernel instead of being rejected up front.
 
 #include "cpu-ops.h"
-#include "ggml-ext-impl.h"
+#include "ext/ggml-ext-impl.h"
 #include "ops-row.h" // GGML_CPU_CHUNK: the copy kernels convert one block at a time through it
 
 namespace {

@@ -11,7 +11,7 @@
 // that cannot be determined. Upstream defaults to a fixed 4, which under-uses large machines and
 // oversubscribes small ones.
 
-#include "../ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "cpu-features.h"
 #include "ggml-ext.h"
 #include "cpu-ops.h"

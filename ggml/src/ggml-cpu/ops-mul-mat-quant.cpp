@@ -24,7 +24,7 @@
 
 #include "ops-mul-mat-quant.h"
 
-#include "../ggml-quants.h"
+#include "formats/ggml-quants.h"
 #include "kernel-choice.h"
 #include "ops-mul-mat-neon.h"
 #include "ops-mul-mat-x86.h"

@@ -15,7 +15,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#include "../ggml-common.h"
+#include "formats/ggml-common.h"
 #include "cpu-isa.h"
 
 #include <immintrin.h>

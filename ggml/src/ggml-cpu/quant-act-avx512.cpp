@@ -14,7 +14,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#include "../ggml-common.h"
+#include "formats/ggml-common.h"
 #include "cpu-isa.h"
 
 // GCC 12's _mm512_reduce_* expansions read a never-initialized helper vector's lanes that the

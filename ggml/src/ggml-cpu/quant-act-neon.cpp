@@ -18,7 +18,7 @@
 
 #if defined(__aarch64__)
 
-#include "../ggml-common.h"
+#include "formats/ggml-common.h"
 
 #include <arm_neon.h>
 

@@ -17,7 +17,7 @@
 
 #if defined(__aarch64__)
 
-#include "../ggml-common.h"
+#include "formats/ggml-common.h"
 #include "../ggml-impl.h"
 
 #include <arm_neon.h>

@@ -12,7 +12,7 @@
 //   shaders use (unique per device, never dereferenced on the host).
 
 #include "ggml-vulkan.h"
-#include "../ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "../ggml-impl.h"
 
 #include <vulkan/vulkan.h>

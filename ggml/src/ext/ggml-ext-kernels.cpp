@@ -2,8 +2,8 @@
 // priority-ordered snapshots plan building reads, single-node selection, the extension half of
 // the capability query, and optimize callbacks.
 
-#include "ggml-backend-impl.h"
-#include "ggml-ext-internal.h"
+#include "backend/ggml-backend-impl.h"
+#include "ext/ggml-ext-internal.h"
 
 #include <algorithm>
 #include <atomic>

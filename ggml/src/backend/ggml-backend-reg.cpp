@@ -2,7 +2,7 @@
 // The CPU family registers itself on first use and is always kept last, so "first device of a
 // type" and init_best prefer accelerators that were registered later.
 
-#include "ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 #ifdef GGML_USE_VULKAN

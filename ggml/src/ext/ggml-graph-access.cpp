@@ -9,8 +9,8 @@
 // Mutating functions validate completely before their first write, so a false return always
 // means "nothing changed"; callers build graph cuts speculatively and rely on that.
 
-#include "ggml-backend-impl.h"
-#include "ggml-ext-impl.h"
+#include "backend/ggml-backend-impl.h"
+#include "ext/ggml-ext-impl.h"
 #include "ggml-graph.h"
 #include "ggml-impl.h"
 

@@ -2,8 +2,8 @@
 // steps, their prepared state and shared workspace, their execution, and the temporary plans of
 // direct (non-scheduler) backend compute.
 
-#include "ggml-backend-impl.h"
-#include "ggml-ext-internal.h"
+#include "backend/ggml-backend-impl.h"
+#include "ext/ggml-ext-internal.h"
 
 #include <algorithm>
 #include <vector>

@@ -8,8 +8,8 @@
 // of identical shape can be allocated repeatedly without re-planning.
 
 #include "ggml-alloc.h"
-#include "ggml-alloc-impl.h"
-#include "ggml-backend-impl.h"
+#include "alloc/ggml-alloc-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "ggml-impl.h"
 
 #include <algorithm>

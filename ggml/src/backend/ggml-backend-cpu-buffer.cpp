@@ -1,7 +1,7 @@
 // ggml-backend-cpu-buffer.cpp — the host-memory buffer type ("CPU") and buffers wrapping caller
 // memory ("CPU_Mapped"). Every other backend's host staging and every CPU tensor lives here.
 
-#include "ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 

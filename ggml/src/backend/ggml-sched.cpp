@@ -10,8 +10,8 @@
 // requests (grows only, reported by get_buffer_size), and plans are reused by every compute
 // until the scheduler is reset or allocates again.
 
-#include "ggml-alloc-impl.h"
-#include "ggml-sched-impl.h"
+#include "alloc/ggml-alloc-impl.h"
+#include "backend/ggml-sched-impl.h"
 
 #include <algorithm>
 #include <cstring>

@@ -8,7 +8,7 @@
 // then integer sums per block are scaled in F32.
 #pragma once
 
-#include "ggml-common.h"
+#include "formats/ggml-common.h"
 
 #include <cstddef>
 #include <cstdint>

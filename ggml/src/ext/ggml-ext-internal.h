@@ -4,7 +4,7 @@
 // the cross-module contract in ggml-ext-impl.h: the thread-local error, the kernel record and
 // the per-device snapshot that plan building reads without holding the registry lock.
 
-#include "ggml-ext-impl.h"
+#include "ext/ggml-ext-impl.h"
 
 #include <cstdint>
 #include <memory>

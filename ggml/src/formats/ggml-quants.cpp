@@ -11,7 +11,7 @@
 //
 // Layouts and the meaning of every field: ggml-common.h.
 
-#include "ggml-quants.h"
+#include "formats/ggml-quants.h"
 
 #include "ggml-impl.h"
 

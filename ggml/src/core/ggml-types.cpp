@@ -6,7 +6,7 @@
 // results are identical on every machine (round-to-nearest-even, subnormals kept).
 
 #include "ggml-impl.h"
-#include "ggml-quants.h"
+#include "formats/ggml-quants.h"
 
 #include <algorithm>
 #include <cmath>

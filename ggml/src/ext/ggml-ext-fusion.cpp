@@ -2,7 +2,7 @@
 // consecutive nodes they would replace; whether eliminating the intermediates is safe is decided
 // here, from the graph alone, so every rule gets the same (conservative) answer.
 
-#include "ggml-ext-internal.h"
+#include "ext/ggml-ext-internal.h"
 
 #include <cstdarg>
 #include <cstdio>

@@ -17,7 +17,7 @@
 // Supports queries go through ggml_backend_supports_op, which includes extension kernels, so a
 // device whose native implementation rejects an op still receives it when a kernel covers it.
 
-#include "ggml-sched-impl.h"
+#include "backend/ggml-sched-impl.h"
 
 #include <algorithm>
 #include <cstring>

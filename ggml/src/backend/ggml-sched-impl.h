@@ -6,9 +6,9 @@
 // public API). Private to ggml/src.
 
 #include "ggml-alloc.h"
-#include "ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "ggml-backend.h"
-#include "ggml-ext-impl.h"
+#include "ext/ggml-ext-impl.h"
 #include "ggml-impl.h"
 
 #include <cstdint>

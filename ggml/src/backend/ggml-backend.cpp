@@ -2,9 +2,9 @@
 // the vtables of ggml-backend-impl.h (supplying the defaults for optional hooks), tensor data
 // transfer, and allocation of a whole context's tensors into backend buffers.
 
-#include "ggml-backend-impl.h"
+#include "backend/ggml-backend-impl.h"
 #include "ggml-alloc.h"
-#include "ggml-ext-impl.h"
+#include "ext/ggml-ext-impl.h"
 #include "ggml-impl.h"
 
 #include <cstdint>

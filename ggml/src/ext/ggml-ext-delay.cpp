@@ -3,7 +3,7 @@
 // crossed node depends on a moved node, every node involved has known effects, and no write of
 // one side touches storage the other side reads or writes.
 
-#include "ggml-ext-internal.h"
+#include "ext/ggml-ext-internal.h"
 
 #include <algorithm>
 #include <vector>

@@ -2,7 +2,7 @@
 // operator registry, node creation with output inference, attribute access, the marker that
 // identifies an extension node, and the thread-local error of the extension API.
 
-#include "ggml-ext-internal.h"
+#include "ext/ggml-ext-internal.h"
 
 #include <cstdarg>
 #include <cstdio>
