@@ -4,6 +4,8 @@
 
 #include "ggml-backend.h"
 
+struct ggml_ext_kernel_desc; // ggml-ext.h
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -140,12 +142,45 @@ struct ggml_backend_reg {
 };
 
 // ---------------------------------------------------------------------------------------------
-// sdx: plan batching hooks (optional). A backend's registry returns this table for
-// get_proc_address(GGML_BACKEND_PLAN_HOOKS). The scheduler calls begin before a split's plan
-// and end after it (without an evaluation callback): in between, graph_compute calls and
-// extension work may stay pending in one stream, and end submits it and waits. The extension
-// plan calls ext_step_end after every extension step: outside a batch the backend completes
-// the step there (fragment execution, like graph_compute).
+// Plan hooks (optional members of ggml_backend_i: plan_begin / plan_end / ext_step_end).
+//
+// The scheduler calls plan_begin before a split's plan and plan_end after it (without an
+// evaluation callback, one pipeline copy). In between, graph_compute calls and extension work
+// may stay pending in one stream; plan_end submits what is pending (Vulkan batching) or ends a
+// stream capture and launches the captured graph (CUDA Graph whole-plan capture). plan_begin may
+// answer GGML_BACKEND_PLAN_REPLAYED: the backend launched a previously captured graph of an
+// identical plan and the scheduler skips executing the range (plan_end is still called). The
+// extension plan calls ext_step_end after every extension step: outside a batch the backend
+// completes the step there (fragment execution, like graph_compute).
+
+// One step of the plan: a native range (kernel == NULL) or one extension kernel over n_nodes.
+struct ggml_backend_plan_step {
+    int                               first;     // node index in the graph
+    int                               n_nodes;
+    const struct ggml_ext_kernel_desc * kernel;  // NULL: native nodes
+    uint32_t                          flags;     // the kernel's GGML_EXT_KERNEL_* registration flags
+    size_t                            workspace; // bytes this step asked for
+};
+
+struct ggml_backend_plan_info {
+    struct ggml_cgraph *                 graph;
+    int                                  i_start, i_end;  // the split's node range
+    const struct ggml_backend_plan_step * steps;          // in execution order, covering the range
+    int                                  n_steps;
+    ggml_backend_buffer_t                workspace;       // NULL when no step asked for one
+    size_t                               workspace_bytes;
+    const void *                         plan_identity;   // changes when the scheduler rebuilds its plan
+    bool                                 all_ext_capture_safe;     // every extension step has CAPTURE_SAFE
+    bool                                 all_ext_replay_reusable;  // every extension step has REPLAY_REUSABLE
+};
+
+enum ggml_backend_plan_action {
+    GGML_BACKEND_PLAN_EXECUTE  = 0, // the scheduler executes the range (the backend may record it)
+    GGML_BACKEND_PLAN_REPLAYED = 1, // the backend already launched the range's work
+};
+
+// Transitional (issue 26): the string-looked-up hook table the Vulkan backend still returns;
+// replaced by the ggml_backend_i members above.
 #define GGML_BACKEND_PLAN_HOOKS "ggml_backend_plan_hooks"
 struct ggml_backend_plan_hooks {
     void (*begin)(ggml_backend_t backend);
