@@ -147,15 +147,18 @@ enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggml_cgrap
 }
 
 const ggml_backend_i backend_iface = {
-    /* .get_name         = */ backend_get_name,
-    /* .free             = */ backend_free,
-    /* .set_tensor_async = */ nullptr,
-    /* .get_tensor_async = */ nullptr,
-    /* .cpy_tensor_async = */ nullptr,
-    /* .synchronize      = */ backend_synchronize,
-    /* .graph_compute    = */ backend_graph_compute,
-    /* .event_record     = */ nullptr,
-    /* .event_wait       = */ nullptr,
+    .get_name         = backend_get_name,
+    .free             = backend_free,
+    .set_tensor_async = nullptr,
+    .get_tensor_async = nullptr,
+    .cpy_tensor_async = nullptr,
+    .synchronize      = backend_synchronize,
+    .graph_compute    = backend_graph_compute,
+    .event_record     = nullptr,
+    .event_wait       = nullptr,
+    .plan_begin       = nullptr, // tests install recording hooks (enable_plan_hooks)
+    .plan_end         = nullptr,
+    .ext_step_end     = nullptr,
 };
 
 ggml_guid backend_guid = { 0x7e, 0x57, 0xba, 0xc4, 0x3e, 0x11, 0x4a, 0x2b, 0x9c, 0x0d, 0x55, 0x6f, 0x21, 0x8e,

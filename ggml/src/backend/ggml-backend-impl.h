@@ -5,6 +5,7 @@
 #include "ggml-backend.h"
 
 struct ggml_ext_kernel_desc; // ggml-ext.h
+struct ggml_backend_plan_info; // below
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,6 +63,12 @@ GGML_API ggml_backend_buffer_t ggml_backend_buffer_init(ggml_backend_buffer_type
 // ---------------------------------------------------------------------------------------------
 // Backend (stream)
 
+// What plan_begin answers (see "Plan hooks" below).
+enum ggml_backend_plan_action {
+    GGML_BACKEND_PLAN_EXECUTE  = 0, // the scheduler executes the range (the backend may record it)
+    GGML_BACKEND_PLAN_REPLAYED = 1, // the backend already launched the range's work
+};
+
 struct ggml_backend_i {
     const char * (*get_name)(ggml_backend_t backend);
     void (*free)(ggml_backend_t backend);
@@ -81,6 +88,11 @@ struct ggml_backend_i {
 
     void (*event_record)(ggml_backend_t backend, ggml_backend_event_t event); // optional
     void (*event_wait)(ggml_backend_t backend, ggml_backend_event_t event);   // optional
+
+    // optional plan hooks (see "Plan hooks" below; NULL: the backend computes fragment by fragment)
+    enum ggml_backend_plan_action (*plan_begin)(ggml_backend_t backend, const struct ggml_backend_plan_info * info);
+    enum ggml_status (*plan_end)(ggml_backend_t backend);
+    enum ggml_status (*ext_step_end)(ggml_backend_t backend);
 };
 
 struct ggml_backend {
@@ -154,45 +166,30 @@ struct ggml_backend_reg {
 // completes the step there (fragment execution, like graph_compute).
 
 // One step of the plan: a native range (kernel == NULL) or one extension kernel over n_nodes.
+// Native steps may cover only nodes without work (views, no compute flag): they are skipped.
 struct ggml_backend_plan_step {
-    int                               first;     // node index in the graph
-    int                               n_nodes;
-    const struct ggml_ext_kernel_desc * kernel;  // NULL: native nodes
-    uint32_t                          flags;     // the kernel's GGML_EXT_KERNEL_* registration flags
-    size_t                            workspace; // bytes this step asked for
+    int                                 first;     // node index in the graph
+    int                                 n_nodes;
+    const struct ggml_ext_kernel_desc * kernel;    // NULL: native nodes
+    uint32_t                            flags;     // the kernel's GGML_EXT_KERNEL_* registration flags (0 native)
+    size_t                              workspace; // bytes this step asked for (prepare)
 };
 
 struct ggml_backend_plan_info {
-    struct ggml_cgraph *                 graph;
-    int                                  i_start, i_end;  // the split's node range
+    struct ggml_cgraph *                  graph;
+    int                                   i_start, i_end; // the split's node range
     const struct ggml_backend_plan_step * steps;          // in execution order, covering the range
-    int                                  n_steps;
-    ggml_backend_buffer_t                workspace;       // NULL when no step asked for one
-    size_t                               workspace_bytes;
-    const void *                         plan_identity;   // changes when the scheduler rebuilds its plan
-    bool                                 all_ext_capture_safe;     // every extension step has CAPTURE_SAFE
-    bool                                 all_ext_replay_reusable;  // every extension step has REPLAY_REUSABLE
+    int                                   n_steps;
+    int                                   n_ext_steps;    // steps with a kernel
+    ggml_backend_buffer_t                 workspace;      // NULL when no step asked for one
+    size_t                                workspace_bytes; // what extension steps receive (the buffer's size)
+    // Opaque token, never dereferenced: unique for every plan the scheduler builds or prepares
+    // (a reset, a new allocation or a re-prepare gives a new one); equal between two computes
+    // of the same plan.
+    const void * plan_identity;
+    bool         all_ext_capture_safe;    // every extension step has CAPTURE_SAFE (true with none)
+    bool         all_ext_replay_reusable; // every extension step has REPLAY_REUSABLE (true with none)
 };
-
-enum ggml_backend_plan_action {
-    GGML_BACKEND_PLAN_EXECUTE  = 0, // the scheduler executes the range (the backend may record it)
-    GGML_BACKEND_PLAN_REPLAYED = 1, // the backend already launched the range's work
-};
-
-// Transitional (issue 26): the string-looked-up hook table the Vulkan backend still returns;
-// replaced by the ggml_backend_i members above.
-#define GGML_BACKEND_PLAN_HOOKS "ggml_backend_plan_hooks"
-struct ggml_backend_plan_hooks {
-    void (*begin)(ggml_backend_t backend);
-    enum ggml_status (*end)(ggml_backend_t backend);
-    enum ggml_status (*ext_step_end)(ggml_backend_t backend);
-};
-
-static inline const struct ggml_backend_plan_hooks * ggml_backend_get_plan_hooks(ggml_backend_t backend) {
-    if (backend == NULL || backend->device == NULL || backend->device->reg == NULL) return NULL;
-    return (const struct ggml_backend_plan_hooks *) ggml_backend_reg_get_proc_address(backend->device->reg,
-                                                                                       GGML_BACKEND_PLAN_HOOKS);
-}
 
 #ifdef __cplusplus
 }

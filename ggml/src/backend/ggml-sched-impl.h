@@ -23,6 +23,14 @@ struct ggml_sched_split {
     int                        i_end      = 0;
     std::vector<ggml_tensor *> inputs;         // originals; their copies live on backend_id
     ggml_ext_plan *            plan = nullptr; // built by alloc/reserve, kept until reset
+
+    // What the backend's plan hooks see of the plan (filled when the plan is prepared, cleared
+    // with it): the steps with their kernels and registration flags, and the plan's identity.
+    std::vector<ggml_backend_plan_step> hook_steps;
+    int                                 hook_n_ext_steps    = 0;
+    bool                                hook_capture_safe   = true;
+    bool                                hook_replay_reusable = true;
+    const void *                        plan_identity       = nullptr;
 };
 
 struct ggml_backend_sched {

@@ -14,6 +14,7 @@
 #include "backend/ggml-sched-impl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <unordered_set>
 #include <utility>
@@ -29,8 +30,44 @@ void free_plans(ggml_backend_sched * sched) {
             ggml_ext_plan_free(split.plan);
             split.plan = nullptr;
         }
+        split.hook_steps.clear();
+        split.hook_n_ext_steps = 0;
+        split.plan_identity    = nullptr;
     }
     sched->plans_fused = false;
+}
+
+// Plan identities are opaque tokens from one process-wide counter, so a rebuilt plan never
+// repeats an identity, even when its memory reuses an old plan's address or another scheduler
+// shares the backend.
+const void * new_plan_identity() {
+    static std::atomic<uintptr_t> next{ 1 };
+    return reinterpret_cast<const void *>(next.fetch_add(1, std::memory_order_relaxed));
+}
+
+// Fills what the plan hooks are told about a split's (prepared) plan and gives it a new identity.
+void describe_plan(ggml_sched_split & split) {
+    split.hook_steps.clear();
+    split.hook_n_ext_steps     = 0;
+    split.hook_capture_safe    = true;
+    split.hook_replay_reusable = true;
+    const int n_steps = split.plan ? ggml_ext_plan_n_steps(split.plan) : 0;
+    if (split.plan == nullptr && split.i_end > split.i_start) {
+        split.hook_steps.push_back({ split.i_start, split.i_end - split.i_start, nullptr, 0, 0 });
+    }
+    for (int s = 0; s < n_steps; s++) {
+        const ggml_ext_plan_step * step = ggml_ext_plan_get_step(split.plan, s);
+        ggml_backend_plan_step     out  = { step->first, step->n_nodes, nullptr, 0, step->workspace };
+        if (step->kernel != nullptr) {
+            out.kernel = ggml_ext_kernel_get_desc(step->kernel);
+            out.flags  = ggml_ext_kernel_get_flags(step->kernel);
+            split.hook_n_ext_steps++;
+            split.hook_capture_safe    = split.hook_capture_safe && (out.flags & GGML_EXT_KERNEL_CAPTURE_SAFE);
+            split.hook_replay_reusable = split.hook_replay_reusable && (out.flags & GGML_EXT_KERNEL_REPLAY_REUSABLE);
+        }
+        split.hook_steps.push_back(out);
+    }
+    split.plan_identity = new_plan_identity();
 }
 
 // External inputs of each fused step (sources of its nodes and their view bases that are not
@@ -121,6 +158,9 @@ enum ggml_status prepare_plans(ggml_backend_sched * sched) {
         }
         size_t & need = sched->workspace_needed[split.backend_id];
         need          = std::max(need, bytes);
+    }
+    for (ggml_sched_split & split : sched->splits) {
+        describe_plan(split);
     }
     return GGML_STATUS_SUCCESS;
 }
@@ -258,6 +298,42 @@ enum ggml_status compute_split_observed(ggml_backend_sched * sched, const ggml_s
     return GGML_STATUS_SUCCESS;
 }
 
+// Without an evaluation callback and with one pipeline copy, the backend's plan hooks bracket
+// the split: between plan_begin and plan_end it may keep the plan's native fragments and
+// extension work pending in one stream (Vulkan batching) or capture them (CUDA Graph), and it
+// may answer that it already replayed the plan's work, so the range is not executed again.
+// plan_end is called whatever happened in between, so the backend never stays mid-plan.
+enum ggml_status compute_split_with_hooks(ggml_backend_sched * sched, const ggml_sched_split & split) {
+    ggml_backend_t backend = sched->backends[split.backend_id];
+
+    ggml_backend_plan_info info = {};
+    info.graph                  = sched->user_graph;
+    info.i_start                = split.i_start;
+    info.i_end                  = split.i_end;
+    info.steps                  = split.hook_steps.data();
+    info.n_steps                = (int) split.hook_steps.size();
+    info.n_ext_steps            = split.hook_n_ext_steps;
+    info.plan_identity          = split.plan_identity;
+    info.all_ext_capture_safe   = split.hook_capture_safe;
+    info.all_ext_replay_reusable = split.hook_replay_reusable;
+    void * ws_base = nullptr;
+    workspace_of(sched, split.backend_id, &ws_base, &info.workspace_bytes);
+    info.workspace = ws_base != nullptr ? sched->workspace[split.backend_id] : nullptr;
+
+    const enum ggml_backend_plan_action action = backend->iface.plan_begin(backend, &info);
+    enum ggml_status status = GGML_STATUS_SUCCESS;
+    if (action != GGML_BACKEND_PLAN_REPLAYED) {
+        status = compute_range(sched, split, split.i_start, split.i_end);
+    }
+    if (backend->iface.plan_end != nullptr) {
+        const enum ggml_status end_status = backend->iface.plan_end(backend);
+        if (status == GGML_STATUS_SUCCESS) {
+            status = end_status;
+        }
+    }
+    return status;
+}
+
 void copy_inputs(ggml_backend_sched * sched, const ggml_sched_split & split) {
     const int      b             = split.backend_id;
     ggml_backend_t split_backend = sched->backends[b];
@@ -335,18 +411,12 @@ enum ggml_status compute_splits(ggml_backend_sched * sched) {
         copy_inputs(sched, split);
 
         enum ggml_status status;
-        if (sched->callback_eval == nullptr) {
-            // the backend may batch the plan's native fragments and extension work into one
-            // submission; it submits what is pending when the plan returns
-            const ggml_backend_plan_hooks * hooks = ggml_backend_get_plan_hooks(split_backend);
-            if (hooks) hooks->begin(split_backend);
-            status = compute_range(sched, split, split.i_start, split.i_end);
-            if (hooks) {
-                const enum ggml_status end_status = hooks->end(split_backend);
-                if (status == GGML_STATUS_SUCCESS) status = end_status;
-            }
-        } else {
+        if (sched->callback_eval != nullptr) {
             status = compute_split_observed(sched, split);
+        } else if (sched->n_copies == 1 && split_backend->iface.plan_begin != nullptr) {
+            status = compute_split_with_hooks(sched, split);
+        } else {
+            status = compute_range(sched, split, split.i_start, split.i_end);
         }
         if (status != GGML_STATUS_SUCCESS) {
             return status;

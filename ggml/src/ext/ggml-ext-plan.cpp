@@ -192,10 +192,9 @@ enum ggml_status ggml_ext_plan_compute(struct ggml_ext_plan * plan, ggml_backend
             const bool                   ws    = s.workspace > 0;
             st = d.execute(backend, &nodes, s.state, ws ? workspace : nullptr, ws ? workspace_bytes : 0, d.user_data);
             // a backend that records extension work into its stream completes the step here
-            // unless a scheduled plan batches it (ggml_backend_plan_hooks)
-            const ggml_backend_plan_hooks * hooks = ggml_backend_get_plan_hooks(backend);
-            if (hooks && hooks->ext_step_end) {
-                const enum ggml_status end_status = hooks->ext_step_end(backend);
+            // unless a scheduled plan batches it (the ext_step_end member of ggml_backend_i)
+            if (backend->iface.ext_step_end != nullptr) {
+                const enum ggml_status end_status = backend->iface.ext_step_end(backend);
                 if (st == GGML_STATUS_SUCCESS) st = end_status;
             }
             if (st != GGML_STATUS_SUCCESS && st != GGML_STATUS_ABORTED) { // an abort was asked for, not a failure

@@ -237,15 +237,18 @@ ggml_status cpu_backend_graph_compute(ggml_backend_t backend, ggml_cgraph * cgra
 }
 
 const ggml_backend_i cpu_backend_iface = {
-    /* .get_name         = */ cpu_backend_get_name,
-    /* .free             = */ cpu_backend_free,
-    /* .set_tensor_async = */ nullptr,
-    /* .get_tensor_async = */ nullptr,
-    /* .cpy_tensor_async = */ nullptr,
-    /* .synchronize      = */ nullptr,
-    /* .graph_compute    = */ cpu_backend_graph_compute,
-    /* .event_record     = */ nullptr,
-    /* .event_wait       = */ nullptr,
+    .get_name         = cpu_backend_get_name,
+    .free             = cpu_backend_free,
+    .set_tensor_async = nullptr,
+    .get_tensor_async = nullptr,
+    .cpy_tensor_async = nullptr,
+    .synchronize      = nullptr,
+    .graph_compute    = cpu_backend_graph_compute,
+    .event_record     = nullptr,
+    .event_wait       = nullptr,
+    .plan_begin       = nullptr, // computes synchronously: nothing to batch or capture
+    .plan_end         = nullptr,
+    .ext_step_end     = nullptr,
 };
 
 ggml_guid cpu_backend_guid = {0x5c, 0x2e, 0x8a, 0x41, 0x93, 0x07, 0x4f, 0xd6,

@@ -91,8 +91,13 @@ void backend_synchronize(ggml_backend_t b) {
     if (r != VK_SUCCESS) vk_check_failed(r, "synchronize");
 }
 
-// Plan hooks (ggml_backend_plan_hooks, ggml-backend-impl.h): a scheduled plan batches.
-void plan_begin(ggml_backend_t b) { ctx_of(b)->stream.batching = true; }
+// Plan hooks (ggml_backend_i plan_begin / plan_end / ext_step_end, ggml-backend-impl.h): a
+// scheduled plan batches its fragments into one stream; nothing is captured, so every plan
+// executes (never REPLAYED).
+ggml_backend_plan_action plan_begin(ggml_backend_t b, const ggml_backend_plan_info *) {
+    ctx_of(b)->stream.batching = true;
+    return GGML_BACKEND_PLAN_EXECUTE;
+}
 
 ggml_status plan_end(ggml_backend_t b) {
     vk_stream & s = ctx_of(b)->stream;
@@ -117,22 +122,19 @@ ggml_status ext_step_end(ggml_backend_t b) {
     return GGML_STATUS_SUCCESS;
 }
 
-const ggml_backend_plan_hooks plan_hooks = {
-    /* .begin        = */ plan_begin,
-    /* .end          = */ plan_end,
-    /* .ext_step_end = */ ext_step_end,
-};
-
 const ggml_backend_i backend_iface = {
-    /* .get_name         = */ backend_get_name,
-    /* .free             = */ backend_free,
-    /* .set_tensor_async = */ nullptr,
-    /* .get_tensor_async = */ nullptr,
-    /* .cpy_tensor_async = */ nullptr,
-    /* .synchronize      = */ backend_synchronize,
-    /* .graph_compute    = */ backend_graph_compute,
-    /* .event_record     = */ nullptr,
-    /* .event_wait       = */ nullptr,
+    .get_name         = backend_get_name,
+    .free             = backend_free,
+    .set_tensor_async = nullptr,
+    .get_tensor_async = nullptr,
+    .cpy_tensor_async = nullptr,
+    .synchronize      = backend_synchronize,
+    .graph_compute    = backend_graph_compute,
+    .event_record     = nullptr,
+    .event_wait       = nullptr,
+    .plan_begin       = plan_begin,
+    .plan_end         = plan_end,
+    .ext_step_end     = ext_step_end,
 };
 
 } // namespace
@@ -160,8 +162,6 @@ ggml_backend_t vk_backend_new(vk_device * dev) {
     b->context = ctx;
     return b;
 }
-
-const void * vk_plan_hooks() { return &plan_hooks; }
 
 vk_stream * vk_backend_stream(ggml_backend_t backend) {
     return ggml_backend_is_vk(backend) ? &ctx_of(backend)->stream : nullptr;

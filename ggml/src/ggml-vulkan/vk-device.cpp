@@ -510,7 +510,6 @@ void * reg_get_proc_address(ggml_backend_reg_t, const char * name) {
         return (void *) ggml_backend_vk_validation_message_count;
     }
     if (strcmp(name, "ggml_ext_vulkan_v1") == 0) return const_cast<void *>(vk_ext_service_table());
-    if (strcmp(name, GGML_BACKEND_PLAN_HOOKS) == 0) return const_cast<void *>(vk_plan_hooks());
     return nullptr;
 }
 

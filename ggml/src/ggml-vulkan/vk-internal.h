@@ -294,6 +294,5 @@ ggml_backend_t vk_backend_new(vk_device * dev);
 vk_stream *    vk_backend_stream(ggml_backend_t backend); // nullptr if not a Vulkan backend
 vk_device *    vk_backend_device(ggml_backend_t backend); // nullptr if not a Vulkan backend
 
-// the ggml_ext_vulkan_v1 table (vk-ext.cpp) and the plan hooks (vk-backend.cpp), for get_proc_address
+// the ggml_ext_vulkan_v1 table (vk-ext.cpp), for get_proc_address
 const void * vk_ext_service_table();
-const void * vk_plan_hooks();
