@@ -4,6 +4,7 @@
 
 #include "backend/ggml-backend-impl.h"
 #include "ggml-cpu.h"
+#include "ggml-ext.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -23,8 +24,9 @@ struct device_ctx {
 };
 
 struct backend_ctx {
-    ggml_backend_t cpu = nullptr;
+    ggml_backend_t cpu    = nullptr;
     stats          st;
+    bool           replay = false; // plan_begin answers REPLAYED
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -133,6 +135,7 @@ void backend_synchronize(ggml_backend_t backend) {
 enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph * cgraph) {
     backend_ctx * ctx = bctx(backend);
     ctx->st.graph_computes++;
+    ctx->st.calls.push_back("graph");
     for (int i = 0; i < ggml_graph_n_nodes(cgraph); i++) {
         struct ggml_tensor * node = ggml_graph_node(cgraph, i);
         const bool empty = node->op == GGML_OP_NONE || node->op == GGML_OP_VIEW || node->op == GGML_OP_RESHAPE ||
@@ -144,6 +147,37 @@ enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggml_cgrap
     }
     // the data pointers are host memory: the CPU kernels compute real results
     return ctx->cpu->iface.graph_compute(ctx->cpu, cgraph);
+}
+
+// Recording plan hooks (enable_plan_hooks)
+ggml_backend_plan_action backend_plan_begin(ggml_backend_t backend, const ggml_backend_plan_info * info) {
+    backend_ctx * ctx = bctx(backend);
+    plan_record   rec;
+    rec.identity            = info->plan_identity;
+    rec.i_start             = info->i_start;
+    rec.i_end               = info->i_end;
+    rec.n_ext_steps         = info->n_ext_steps;
+    rec.all_capture_safe    = info->all_ext_capture_safe;
+    rec.all_replay_reusable = info->all_ext_replay_reusable;
+    rec.has_workspace       = info->workspace != nullptr;
+    rec.workspace_bytes     = info->workspace_bytes;
+    for (int i = 0; i < info->n_steps; i++) {
+        const ggml_backend_plan_step & s = info->steps[i];
+        rec.steps.push_back({ s.first, s.n_nodes, s.kernel ? s.kernel->name : "", s.flags, s.workspace });
+    }
+    ctx->st.plans.push_back(std::move(rec));
+    ctx->st.calls.push_back("begin");
+    return ctx->replay ? GGML_BACKEND_PLAN_REPLAYED : GGML_BACKEND_PLAN_EXECUTE;
+}
+
+ggml_status backend_plan_end(ggml_backend_t backend) {
+    bctx(backend)->st.calls.push_back("end");
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status backend_ext_step_end(ggml_backend_t backend) {
+    bctx(backend)->st.calls.push_back("ext_step_end");
+    return GGML_STATUS_SUCCESS;
 }
 
 const ggml_backend_i backend_iface = {
@@ -302,6 +336,13 @@ stats & get_stats(ggml_backend_t backend) {
 
 void reset_stats(ggml_backend_t backend) {
     bctx(backend)->st = stats();
+}
+
+void enable_plan_hooks(ggml_backend_t backend, bool replay) {
+    bctx(backend)->replay       = replay;
+    backend->iface.plan_begin   = backend_plan_begin;
+    backend->iface.plan_end     = backend_plan_end;
+    backend->iface.ext_step_end = backend_ext_step_end;
 }
 
 bool is_test_buft(ggml_backend_buffer_type_t buft) {
