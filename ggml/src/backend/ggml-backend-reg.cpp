@@ -5,8 +5,14 @@
 #include "backend/ggml-backend-impl.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
+#ifdef GGML_USE_CUDA
+#include "ggml-cuda.h"
+#endif
 #ifdef GGML_USE_VULKAN
 #include "ggml-vulkan.h"
+#endif
+#ifdef GGML_USE_CUDA
+#include "ggml-cuda.h"
 #endif
 
 #include <algorithm>
@@ -23,6 +29,12 @@ public:
         if (cpu_reg_ != nullptr) {
             add_reg(cpu_reg_);
         }
+#ifdef GGML_USE_CUDA
+        add_reg(ggml_backend_cuda_reg()); // every CUDA device (none without a GPU), before the CPU
+#endif
+#ifdef GGML_USE_CUDA
+        add_reg(ggml_backend_cuda_reg()); // every CUDA device (none without a GPU), before the CPU
+#endif
 #ifdef GGML_USE_VULKAN
         add_reg(ggml_backend_vk_reg()); // every usable Vulkan device, listed before the CPU
 #endif
