@@ -6,6 +6,7 @@
 // step (rotation butterflies, amax, scale, epilogue) is evaluated in the stated order. These
 // files are compiled with -ffp-contract=off so that no multiply-add is ever fused.
 
+#include "../int8_schema.h"
 #include "ggml-backend.h"
 #include "ggml-ext.h"
 
@@ -47,12 +48,15 @@ struct abort_poll {
 // ---------------------------------------------------------------------------------------------
 // ConvRot rotation + per-row quantization
 
-// Every power of 4 (1 = no rotation); the schema also requires that it divides K.
-inline bool valid_group(int g) { return g >= 1 && (g & (g - 1)) == 0 && (g & 0x55555555) != 0; }
+// The schema's layout arithmetic and group rule (int8_schema.h), under the names these files use.
+using sd_int8_schema::packed_ne1;
+using sd_int8_schema::pad_up;
+using sd_int8_schema::rows_of;
+using sd_int8_schema::valid_group;
 
-// Whether the CPU quantizer kernel runs this sd.quantize_i8_convrot.v1 node (its supports():
-// contiguous F32 input, a valid group dividing K, the packed output shape). Fusion rules that end
-// in a quantize node accept exactly these.
+// Whether the CPU quantizer kernel runs this sd.quantize_i8_convrot.v1 node (its supports(): every
+// node sd_int8_schema::decode_quantize accepts; the CPU has no further limit). Fusion rules that
+// end in a quantize node accept exactly these.
 bool quantize_node_supported(const ggml_tensor * node);
 
 // The quantizers' per-thread row scratch: groups above 256 are rotated in memory (the in-register
@@ -119,13 +123,6 @@ struct gemm_problem {
     // that loses its core to another process does not hold up the others; NULL = static split.
     std::atomic<int64_t> * next_unit = nullptr;
 };
-
-inline int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-// Rows of a tensor whose rows run along ne0.
-inline int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-// ne1 of a packed ConvRot activation (I8 [K, ne1]): pad4(rows) quantized rows, then the F32 row
-// scales in whole K-byte rows.
-inline int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
 
 // The scalar epilogue every GEMM path rounds like (res: the residual row or NULL): each step
 // separately, in the order of the comment above gemm_problem.

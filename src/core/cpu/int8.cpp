@@ -114,15 +114,8 @@ path resolve_path() {
 }
 
 bool quantize_node_supported(const ggml_tensor * node) {
-    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
-    const ggml_tensor * x = node->src[0];
-    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    const int64_t K = x->ne[0], rows = rows_of(x);
-    if (!valid_group(at.group) || K <= 0 || K % at.group != 0) return false;
-    return node->type == GGML_TYPE_I8 && ggml_is_contiguous(node) && node->ne[0] == K &&
-           node->ne[1] == packed_ne1(K, rows) && node->ne[2] == 1 && node->ne[3] == 1;
+    sd_int8_schema::quantize_node q;
+    return sd_int8_schema::decode_quantize(node, q);
 }
 
 } // namespace sd_int8
@@ -140,18 +133,9 @@ const ggml_ext_cpu_parallel_v1 * cpu_service() {
     return svc;
 }
 
-// The schema's bound (|sum| <= K * 128 * 128 <= 2^31 - 1: the int32 sum is exact); infer rejects
-// a larger K when the node is built, this keeps supports() consistent with it.
-constexpr int64_t MAX_K = SD_LINEAR_I8_MAX_K;
-
-size_t  align64(size_t x) { return (x + 63) & ~(size_t) 63; }
-
 using sd_cpu::output_may_overlap;
 using sd_cpu::overlaps;
-
-bool is_f32_vec(const ggml_tensor * t, int64_t n) {
-    return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n;
-}
+using sd_int8_schema::linear_node;
 
 // ---------------------------------------------------------------------------------------------
 // sd.quantize_i8_convrot.v1
@@ -166,9 +150,9 @@ bool quant_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) { retu
 
 ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
     const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    quant_state * st = new (std::nothrow) quant_state{resolve_path(), at.group, node->src[0]->ne[0], rows_of(node->src[0])};
+    sd_int8_schema::quantize_node q;
+    if (!sd_int8_schema::decode_quantize(node, q)) return GGML_STATUS_FAILED;
+    quant_state * st = new (std::nothrow) quant_state{resolve_path(), q.group, q.K, q.rows};
     if (!st) return GGML_STATUS_ALLOC_FAILED;
     *state = st;
     *ws    = ggml_nbytes(node); // staging when the output overlaps the input
@@ -231,25 +215,6 @@ void destroy_quant(void * state, void *) { delete static_cast<quant_state *>(sta
 // ---------------------------------------------------------------------------------------------
 // sd.linear_i8.v1
 
-struct linear_src {
-    const ggml_tensor *weight = nullptr, *input = nullptr, *wscale = nullptr, *bias = nullptr, *iscale = nullptr;
-};
-
-bool linear_sources(const ggml_tensor * node, const sd_linear_i8_attrs & at, linear_src & s) {
-    int n = 0;
-    while (n < GGML_MAX_SRC && node->src[n]) ++n;
-    int expect = 2 + !!(at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) + !!(at.flags & SD_LINEAR_I8_HAS_BIAS) +
-                 !!(at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE);
-    if (n != expect || (at.flags & ~7)) return false;
-    int i    = 0;
-    s.weight = node->src[i++];
-    s.input  = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) s.wscale = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_BIAS) s.bias = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE) s.iscale = node->src[i++];
-    return true;
-}
-
 struct linear_state {
     path    p;
     int     kind, group;
@@ -259,41 +224,18 @@ struct linear_state {
     // weight's copy (output overlapping it), the gate's copy, the residual's copy (output partly
     // overlapping it) or the int32 partial sums (output exactly the residual and K split in blocks)
     bool    wcopy, gate_copy, res_space;
-    // workspace layout (byte offsets); off_res holds either the residual's copy (output partly
-    // overlapping it) or the int32 partial sums (output exactly the residual)
-    size_t off_act, off_scale, off_rowsum, off_wcopy, off_wscale, off_bias, off_gate, off_res, total;
+    // workspace layout: the schema's activation rows (K4 bytes each), scales and row sums
+    // (sd_int8_schema::plan_linear_workspace), then byte offsets of the CPU's own parts; off_res
+    // holds either the residual's copy (output partly overlapping it) or the int32 partial sums
+    // (output exactly the residual)
+    sd_int8_schema::linear_workspace act;
+    size_t off_wcopy, off_wscale, off_bias, off_gate, off_res, total;
 };
 
+// Every node the schema decoder accepts: the CPU has no device limit of its own.
 bool linear_supports(ggml_backend_dev_t, const ggml_tensor * node, void *) {
-    if (ggml_ext_get_op(node) != sd_op_linear_i8()) return false;
-    sd_linear_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    linear_src s;
-    if (!linear_sources(node, at, s)) return false;
-    const ggml_tensor * w = s.weight;
-    if (w->type != GGML_TYPE_I8 || !ggml_is_contiguous(w) || w->ne[2] != 1 || w->ne[3] != 1) return false;
-    const int64_t K = w->ne[0], N = w->ne[1];
-    if (K <= 0 || N <= 0 || K > MAX_K) return false;
-    if (at.out_ne[0] < 0 || at.out_ne[1] < 0 || at.out_ne[2] < 0) return false;
-    const int64_t rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
-    if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node) || node->ne[0] != N || node->ne[1] != at.out_ne[0] ||
-        node->ne[2] != at.out_ne[1] || node->ne[3] != at.out_ne[2])
-        return false;
-    if (s.wscale && !is_f32_vec(s.wscale, N)) return false;
-    if (s.bias && !is_f32_vec(s.bias, N)) return false;
-    const ggml_tensor * x = s.input;
-    if (!ggml_is_contiguous(x) || x->ne[0] != K) return false;
-    switch (at.input_kind) {
-        case SD_LINEAR_I8_INPUT_F32: {
-            const int g = at.group <= 1 ? 1 : at.group;
-            return x->type == GGML_TYPE_F32 && rows_of(x) == rows && valid_group(g) && K % g == 0 && !s.iscale;
-        }
-        case SD_LINEAR_I8_INPUT_PACKED:
-            return x->type == GGML_TYPE_I8 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] >= packed_ne1(K, rows) &&
-                   !s.iscale;
-        case SD_LINEAR_I8_INPUT_I8: return x->type == GGML_TYPE_I8 && rows_of(x) == rows && is_f32_vec(s.iscale, rows);
-        default: return false;
-    }
+    linear_node l;
+    return sd_int8_schema::decode_linear(node, l);
 }
 
 // Whether the step's output may need the residual space (see linear_state::res_space). A fresh
@@ -311,32 +253,38 @@ bool residual_space_needed(const ggml_tensor * out, const ggml_tensor * residual
 // residual: the fused epilogue's operands (NULL for the plain linear).
 ggml_status linear_prepare_node(const ggml_tensor * node, const ggml_tensor * out, const ggml_tensor * gate,
                                 const ggml_tensor * residual, bool fused, void ** state, size_t * ws) {
-    sd_linear_i8_attrs  at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
+    linear_node l;
+    if (!sd_int8_schema::linear_operands(node, l)) return GGML_STATUS_FAILED;
     linear_state * st = new (std::nothrow) linear_state{};
     if (!st) return GGML_STATUS_ALLOC_FAILED;
     st->p     = resolve_path();
-    st->kind  = at.input_kind;
-    st->group = at.group <= 1 ? 1 : at.group;
-    st->K     = node->src[0]->ne[0];
-    st->N     = node->src[0]->ne[1];
-    st->rows  = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
-    st->K4    = pad_up(st->K, 4);
-    size_t o  = 0;
-    st->off_act    = o; o = align64(o + (size_t) (st->rows * st->K4));
-    st->off_scale  = o; o = align64(o + sizeof(float) * (size_t) st->rows);
-    st->off_rowsum = o; o = align64(o + sizeof(int32_t) * (size_t) st->rows);
-    const ggml_tensor * weight = node->src[0];
+    st->kind  = l.kind;
+    st->group = l.group;
+    st->K     = l.K;
+    st->N     = l.N;
+    st->rows  = l.M;
+    // activation rows padded to 4 bytes (the VNNI GEMM reads whole groups), scales and row sums,
+    // each part on a 64-byte boundary (cache lines; the base is aligned at execution)
+    sd_int8_schema::linear_workspace_spec spec;
+    spec.alignment  = 64;
+    spec.layout     = sd_int8_schema::activation_layout::padded_rows;
+    spec.k_multiple = 4;
+    spec.row_sums   = true;
+    st->act         = sd_int8_schema::plan_linear_workspace(l, spec);
+    st->K4          = (int64_t) st->act.act_stride;
+    const ggml_tensor * weight = l.weight;
     st->wcopy      = output_may_overlap(out, &weight, 1);
     st->gate_copy  = gate && output_may_overlap(out, &gate, 1);
     st->res_space  = residual_space_needed(out, residual, st->K, st->p);
-    st->off_wcopy  = o; o = st->wcopy ? align64(o + (size_t) st->N * (size_t) st->K) : o;
-    st->off_wscale = o; o = align64(o + sizeof(float) * (size_t) st->N);
-    st->off_bias   = o; o = align64(o + sizeof(float) * (size_t) st->N);
     st->fused      = fused;
-    st->off_gate   = o; o = st->gate_copy ? align64(o + sizeof(float) * (size_t) st->N) : o;
-    st->off_res    = o; o = st->res_space ? align64(o + sizeof(float) * (size_t) (st->rows * st->N)) : o;
-    st->total      = o + 64; // room to align the base
+    sd_int8_schema::workspace_layout & parts = st->act.parts;
+    const size_t N = (size_t) st->N;
+    st->off_wcopy  = parts.add(st->wcopy ? N * (size_t) st->K : 0);
+    st->off_wscale = parts.add(sizeof(float) * N);
+    st->off_bias   = parts.add(sizeof(float) * N);
+    st->off_gate   = parts.add(st->gate_copy ? sizeof(float) * N : 0);
+    st->off_res    = parts.add(st->res_space ? sizeof(float) * (size_t) (st->rows * st->N) : 0);
+    st->total      = parts.total(true); // room to align the base
     *state = st;
     *ws    = st->total;
     return GGML_STATUS_SUCCESS;
@@ -349,7 +297,7 @@ ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, voi
 
 struct linear_task {
     const linear_state * st;
-    linear_src           s;
+    linear_node          s;
     bool                 act_to_ws;  // quantize / copy the activation into the workspace
     bool                 w_to_ws;    // copy the weight: the output overlaps it
     bool                 params_to_ws;
@@ -371,9 +319,9 @@ void linear_phase1(int ith, int nth, void * data) {
     const linear_state & st = *t->st;
     const int64_t        K = st.K, K4 = st.K4, rows = st.rows;
     const int64_t        r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
-    int8_t *             act    = (int8_t *) (t->ws + st.off_act);
-    float *              scale  = (float *) (t->ws + st.off_scale);
-    int32_t *            rowsum = (int32_t *) (t->ws + st.off_rowsum);
+    int8_t *             act    = (int8_t *) (t->ws + st.act.act_off);
+    float *              scale  = (float *) (t->ws + st.act.scale_off);
+    int32_t *            rowsum = (int32_t *) (t->ws + st.act.rowsum_off);
     const bool           need_rowsum = gemm_needs_rowsum(st.p);
     if (st.kind == SD_LINEAR_I8_INPUT_F32 && r1 > r0 && !reserve_quantize_scratch(K, st.group)) {
         t->no_memory = true;
@@ -410,7 +358,7 @@ void linear_phase1(int ith, int nth, void * data) {
         if (o1 > o0) memcpy(t->ws + st.off_wcopy + o0 * K, (const int8_t *) t->s.weight->data + o0 * K, (size_t) ((o1 - o0) * K));
     }
     if (ith == 0 && t->params_to_ws) {
-        if (t->s.wscale) memcpy(t->ws + st.off_wscale, t->s.wscale->data, sizeof(float) * (size_t) st.N);
+        if (t->s.weight_scale) memcpy(t->ws + st.off_wscale, t->s.weight_scale->data, sizeof(float) * (size_t) st.N);
         if (t->s.bias) memcpy(t->ws + st.off_bias, t->s.bias->data, sizeof(float) * (size_t) st.N);
     }
     if (ith == 0 && t->gate_to_ws) memcpy(t->ws + st.off_gate, t->gate_src, sizeof(float) * (size_t) st.N);
@@ -438,28 +386,26 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
     if (!svc || !ggml_backend_is_cpu(backend)) return GGML_STATUS_FAILED;
     const linear_state * st   = static_cast<linear_state *>(state);
     if ((gate || residual) && !st->fused) return GGML_STATUS_FAILED;
-    sd_linear_i8_attrs   at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
     if (!ws || ws_bytes < st->total) return GGML_STATUS_FAILED;
     if (st->rows == 0) return GGML_STATUS_SUCCESS;
 
     linear_task t;
     t.st = st;
-    linear_sources(node, at, t.s);
+    if (!sd_int8_schema::linear_operands(node, t.s)) return GGML_STATUS_FAILED;
     t.ws   = (uint8_t *) (((uintptr_t) ws + 63) & ~(uintptr_t) 63);
     t.stop = {svc, backend};
 
     // where the activation scales come from
     const float * src_scale = nullptr;
     if (st->kind == SD_LINEAR_I8_INPUT_PACKED) {
-        src_scale = (const float *) ((const int8_t *) t.s.input->data + st->K * pad_up(st->rows, 4));
+        src_scale = (const float *) ((const int8_t *) t.s.input->data + sd_int8_schema::packed_scale_offset(st->K, st->rows));
     } else if (st->kind == SD_LINEAR_I8_INPUT_I8) {
-        src_scale = (const float *) t.s.iscale->data;
+        src_scale = (const float *) t.s.input_scale->data;
     }
-    const bool act_overlap = overlaps(out, t.s.input) || (t.s.iscale && overlaps(out, t.s.iscale));
+    const bool act_overlap = overlaps(out, t.s.input) || (t.s.input_scale && overlaps(out, t.s.input_scale));
     t.act_to_ws    = st->kind == SD_LINEAR_I8_INPUT_F32 || act_overlap || (gemm_needs_k4(st->p) && st->K4 != st->K);
     t.w_to_ws      = overlaps(out, t.s.weight);
-    t.params_to_ws = (t.s.wscale && overlaps(out, t.s.wscale)) || (t.s.bias && overlaps(out, t.s.bias));
+    t.params_to_ws = (t.s.weight_scale && overlaps(out, t.s.weight_scale)) || (t.s.bias && overlaps(out, t.s.bias));
     t.gate_to_ws   = gate && overlaps(out, gate);
     const bool res_inplace = residual && same_bytes(out, residual);
     t.res_to_ws    = residual && !res_inplace && overlaps(out, residual);
@@ -477,11 +423,11 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
     g.K        = st->K;
     g.N        = st->N;
     g.a_scale  = src_scale; // read by phase 1 when copying
-    g.a        = t.act_to_ws ? (const int8_t *) (t.ws + st->off_act) : (const int8_t *) t.s.input->data;
+    g.a        = t.act_to_ws ? (const int8_t *) (t.ws + st->act.act_off) : (const int8_t *) t.s.input->data;
     g.lda      = t.act_to_ws ? st->K4 : st->K;
-    g.a_rowsum = (const int32_t *) (t.ws + st->off_rowsum);
+    g.a_rowsum = (const int32_t *) (t.ws + st->act.rowsum_off);
     g.w        = t.w_to_ws ? (const int8_t *) (t.ws + st->off_wcopy) : (const int8_t *) t.s.weight->data;
-    g.w_scale  = t.s.wscale ? (t.params_to_ws ? (const float *) (t.ws + st->off_wscale) : (const float *) t.s.wscale->data) : nullptr;
+    g.w_scale  = t.s.weight_scale ? (t.params_to_ws ? (const float *) (t.ws + st->off_wscale) : (const float *) t.s.weight_scale->data) : nullptr;
     g.bias     = t.s.bias ? (t.params_to_ws ? (const float *) (t.ws + st->off_bias) : (const float *) t.s.bias->data) : nullptr;
     g.y        = (float *) out->data;
     g.gate     = gate ? (t.gate_to_ws ? (const float *) (t.ws + st->off_gate) : t.gate_src) : nullptr;
@@ -493,7 +439,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * node, ggml_te
     if (s != GGML_STATUS_SUCCESS) return s;
     if (t.no_memory) return GGML_STATUS_ALLOC_FAILED;
     if (t.aborted) return GGML_STATUS_ABORTED;
-    if (t.act_to_ws) g.a_scale = (const float *) (t.ws + st->off_scale);
+    if (t.act_to_ws) g.a_scale = (const float *) (t.ws + st->act.scale_off);
     if (svc->should_abort(backend)) return GGML_STATUS_ABORTED;
 
     s = svc->parallel_for(backend, linear_phase2, &t);
