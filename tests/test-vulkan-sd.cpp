@@ -1,7 +1,8 @@
 // test-vulkan-sd.cpp — the sd Vulkan kernels (src/core/vulkan) against the sd CPU kernels on the
 // same inputs, in ONE process (lavapipe compiles each pipeline once per process):
 // * sd.quantize_i8_convrot.v1: packed bytes, zero padding rows and F32 row scales bit-identical
-//   to the CPU quantizer (groups 1..256, odd row counts, zero / non-finite / extreme rows, views);
+//   to the CPU quantizer (every power-of-4 group: 1..256 in registers, 1024 / 4096 / 16384
+//   through scratch rows; odd row counts, zero / non-finite / extreme rows, views);
 // * sd.linear_i8.v1 on packed ConvRot activations, plain I8 + input_scale, and F32 activations
 //   quantized in the workspace: outputs bit-identical to the CPU (the int32 sums are exact and
 //   the epilogue runs the same steps in the same order);
@@ -340,20 +341,6 @@ TEST_F(VulkanSd, QuantizeConvRotViewAnd3dInput) {
     vk  = run(true, bv);
     ASSERT_TRUE(cpu.ok && vk.ok);
     expect_packed_equal(cpu.out, vk.out, 256, 9);
-}
-
-// Groups above 256 are declined: the node runs on the CPU through the scheduler, same result.
-TEST_F(VulkanSd, QuantizeLargeGroupFallsBackToCpu) {
-    const builder b = [](graph_case & g) {
-        ggml_tensor * x = g.input("xl", GGML_TYPE_F32, {1024, 3}, fill::normal);
-        return ggml_quantize_i8_convrot(g.ctx, x, 1024);
-    };
-    const run_result cpu = run(false, b), vk = run(true, b);
-    ASSERT_TRUE(cpu.ok && vk.ok);
-    bool on_cpu = false;
-    for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
-    EXPECT_TRUE(on_cpu) << "group 1024 should have been declined by the Vulkan kernel";
-    expect_packed_equal(cpu.out, vk.out, 1024, 3);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1329,6 +1316,231 @@ TEST_F(VulkanSd, RmsNormMulRopeScaleF16FusionEqualsUnfused) {
             }
             expect_same_bytes(plain.out, fused.out, 0, plain.out.size(), "fused vs unfused");
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConvRot groups above 256 (1024, 4096, 16384: what convert-to-quant's dynamic mode writes),
+// rotated through scratch rows in the workspace (convrot_large.glsl), at the real widths: the
+// quantizer, the modulation -> ConvRot and SwiGLU -> ConvRot fusions and the INT8 linear with F32
+// input, bit-identical to the CPU kernel where they are today for groups up to 256.
+
+struct large_group_case {
+    int64_t K;
+    int     group;
+};
+
+// Every width of the issue that a group divides (16384 + 256 is a multiple of none), plus a
+// ragged one per group below the row (a last round of groups that not every lane has).
+std::vector<large_group_case> large_group_cases() {
+    std::vector<large_group_case> c;
+    for (const int group : {1024, 4096, 16384})
+        for (const int64_t K : {(int64_t) 3072, (int64_t) 6144, (int64_t) 16384, (int64_t) 16640, (int64_t) 17408,
+                                (int64_t) 20480})
+            if (K % group == 0) c.push_back({K, group});
+    return c;
+}
+
+std::string large_name(const large_group_case & c, int64_t rows) {
+    return "K " + std::to_string(c.K) + " group " + std::to_string(c.group) + " rows " + std::to_string(rows);
+}
+
+// Sets an environment variable for a scope (the previous value restored).
+struct env_scope {
+    std::string name, old;
+    bool        had = false;
+    env_scope(const char * n, const char * v) : name(n) {
+        const char * o = getenv(n);
+        had            = o != nullptr;
+        if (had) old = o;
+        setenv(n, v, 1);
+    }
+    ~env_scope() {
+        if (had) setenv(name.c_str(), old.c_str(), 1);
+        else unsetenv(name.c_str());
+    }
+};
+
+TEST_F(VulkanSd, QuantizeConvRotLargeGroupsBitIdenticalToCpu) {
+    const std::vector<large_group_case> cases = large_group_cases();
+    ASSERT_EQ(cases.size(), 8u); // 1024: 3072 6144 16384 17408 20480; 4096: 16384 20480; 16384: 16384
+    for (const large_group_case & c : cases) {
+        const int64_t rows = 7; // with fill::special_rows: zeros, Inf, NaN, huge, tiny, one value
+        SCOPED_TRACE(large_name(c, rows));
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * x = g.input("xg", GGML_TYPE_F32, {c.K, rows}, fill::special_rows);
+            return ggml_quantize_i8_convrot(g.ctx, x, c.group);
+        };
+        const run_result cpu = run(false, b), vk = run(true, b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        expect_all_on_vulkan(vk, {SD_VK_KERNEL_QUANTIZE_I8});
+        expect_packed_equal(cpu.out, vk.out, c.K, rows);
+    }
+}
+
+// The rows split over several dispatches (a scratch window of 3 rows: 13 rows + 3 padding rows
+// in 6 dispatches), a 3-D input, and normal-valued rows (every quantized value in play).
+TEST_F(VulkanSd, QuantizeConvRotLargeGroupRowChunks) {
+    for (const large_group_case c : {large_group_case{3072, 1024}, large_group_case{16384, 16384}}) {
+        SCOPED_TRACE(large_name(c, 13));
+        const std::string bytes = std::to_string(3 * 4 * c.K);
+        env_scope         window("SD_VK_CONVROT_SCRATCH_BYTES", bytes.c_str());
+        ASSERT_EQ(sd_vulkan_convrot_chunk_rows(ggml_backend_get_device(backends::get().vk), c.K, 13), 3);
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * x = g.input("xc", GGML_TYPE_F32, {c.K, 13, 1}, fill::normal);
+            return ggml_quantize_i8_convrot(g.ctx, ggml_reshape_3d(g.ctx, x, c.K, 1, 13), c.group);
+        };
+        const run_result cpu = run(false, b), vk = run(true, b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        expect_all_on_vulkan(vk, {SD_VK_KERNEL_QUANTIZE_I8});
+        expect_packed_equal(cpu.out, vk.out, c.K, 13);
+    }
+}
+
+// An output placed over its input (the workspace stages the output; the scratch rows follow it).
+TEST_F(VulkanSd, QuantizeConvRotLargeGroupOverlappingOutput) {
+    const builder quant = [](graph_case & g) {
+        return ggml_quantize_i8_convrot(g.ctx, g.input("xo", GGML_TYPE_F32, {4096, 5}, fill::normal), 4096);
+    };
+    const run_result ref = run(false, quant);
+    ASSERT_TRUE(ref.ok);
+    for (size_t offset : {(size_t) 0, (size_t) 1028}) {
+        SCOPED_TRACE("offset " + std::to_string(offset));
+        const std::vector<uint8_t> got = run_aliased(quant, "xo", offset);
+        ASSERT_EQ(got.size(), ref.out.size());
+        expect_packed_equal(ref.out, got, 4096, 5);
+    }
+}
+
+// The loop budget for the scratch-row path: the longest K of group 1024 within it runs on
+// Vulkan, one group longer is declined and runs on the CPU; both give the CPU's bytes.
+TEST_F(VulkanSd, QuantizeConvRotLargeGroupAtTheLoopBudget) {
+    ggml_backend_dev_t dev = ggml_backend_get_device(backends::get().vk);
+    const int          group = 1024;
+    int64_t            K     = group;
+    while (sd_vulkan_quant_lane_iterations(dev, K + group, group, false) <= sd_vk::kLoopBudget) K += group;
+    EXPECT_GE(K, (int64_t) 130048) << "every K the INT8 linear admits (SD_LINEAR_I8_MAX_K) should fit";
+    for (const int64_t k : {K, K + group}) {
+        SCOPED_TRACE("K " + std::to_string(k));
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * x = g.input("xb", GGML_TYPE_F32, {k, 2}, fill::normal);
+            return ggml_quantize_i8_convrot(g.ctx, x, group);
+        };
+        const run_result cpu = run(false, b), vk = run(true, b);
+        ASSERT_TRUE(cpu.ok && vk.ok);
+        bool on_cpu = false;
+        for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
+        EXPECT_EQ(on_cpu, k > K) << "the budget's boundary";
+        expect_packed_equal(cpu.out, vk.out, k, 2);
+    }
+}
+
+// RMS_NORM -> ... -> ConvRot with a large group: fused == unfused on the device (both on Vulkan
+// now) bit for bit, and within one quantization step of the CPU chain (its RMS_NORM sums in
+// double), as for the groups up to 256.
+TEST_F(VulkanSd, ModulationQuantizeLargeGroups) {
+    for (const large_group_case & c : large_group_cases()) {
+        if (c.K > 16384) continue; // the ragged widths are the quantizer's (same phases)
+        const int64_t rows = 6;
+        SCOPED_TRACE(large_name(c, rows));
+        const builder    b     = [&](graph_case & g) { return build_modulation(g, c.K, rows, c.group, 0); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        const run_result cpu = run(false, b);
+        ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+        expect_all_on_vulkan(plain, {SD_VK_KERNEL_QUANTIZE_I8});
+        expect_packed_equal(plain.out, fused.out, c.K, rows);
+        expect_within_one_step(cpu.out, fused.out, c.K, rows, true);
+    }
+}
+
+// The modulation fusion with its rows over several dispatches (scratch window of 2 rows).
+TEST_F(VulkanSd, ModulationQuantizeLargeGroupRowChunks) {
+    const int64_t K = 4096, rows = 9;
+    env_scope     window("SD_VK_CONVROT_SCRATCH_BYTES", std::to_string(2 * 4 * K).c_str());
+    const builder b     = [&](graph_case & g) { return build_modulation(g, K, rows, 4096, 0); };
+    run_result    fused = run(true, b);
+    run_result    plain;
+    {
+        fusion_off_scope off;
+        plain = run(true, b);
+    }
+    ASSERT_TRUE(fused.ok && plain.ok);
+    expect_all_on_vulkan(fused, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+    expect_packed_equal(plain.out, fused.out, K, rows);
+}
+
+// The INT8 linear with a large ConvRot group: F32 activations quantized in the workspace (the
+// scratch rows after the activations) and the packed input from the quantizer node, with the
+// gate / residual epilogue; bit-identical to the CPU.
+TEST_F(VulkanSd, LinearI8LargeGroupsBitIdenticalToCpu) {
+    for (const large_group_case & c : large_group_cases()) {
+        if (c.K == 17408 || c.K == 20480) continue; // the quantizer's ragged widths
+        for (const int kind : {SD_LINEAR_I8_INPUT_F32, SD_LINEAR_I8_INPUT_PACKED}) {
+            const linear_param p = {c.K, 35, 5, kind, c.group, true, true};
+            SCOPED_TRACE(large_name(c, p.rows) + " kind " + std::to_string(kind));
+            const builder    b   = [&](graph_case & g) { return build_epilogue(g, p, true, 0, false); };
+            const run_result cpu = run(false, b), vk = run(true, b);
+            ASSERT_TRUE(cpu.ok && vk.ok);
+            std::vector<std::string> want = {SD_VK_KERNEL_LINEAR_I8_GATE_RES};
+            if (kind == SD_LINEAR_I8_INPUT_PACKED) want.push_back(SD_VK_KERNEL_QUANTIZE_I8);
+            expect_all_on_vulkan(vk, want);
+            expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "linear output");
+        }
+    }
+    // the plain linear (no epilogue) on F32 input
+    const linear_param p = {4096, 19, 3, SD_LINEAR_I8_INPUT_F32, 4096, false, true};
+    const builder      b = [&](graph_case & g) { return build_linear(g, p); };
+    const run_result cpu = run(false, b), vk = run(true, b);
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    expect_all_on_vulkan(vk, {SD_VK_KERNEL_LINEAR_I8});
+    expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "linear output");
+}
+
+// GEMM -> SwiGLU -> ConvRot with the product quantized in a large group (the MLP's hidden width
+// N at the quantizer): fused == unfused on the device, within one step of the CPU chain (the
+// native SILU's exp rounds differently), as SwigluQuantRealWidths for G = 256.
+ggml_tensor * build_swiglu_group(graph_case & g, const linear_param & p, int quant_group) {
+    ggml_tensor * x    = g.input("x", GGML_TYPE_F32, {p.K, p.rows}, fill::special_rows);
+    ggml_tensor * wg   = g.input("wg", GGML_TYPE_I8, {p.K, p.N}, fill::int8_weight);
+    ggml_tensor * wu   = g.input("wu", GGML_TYPE_I8, {p.K, p.N}, fill::int8_weight);
+    ggml_tensor * sg   = g.input("sg", GGML_TYPE_F32, {p.N}, fill::positive);
+    ggml_tensor * su   = g.input("su", GGML_TYPE_F32, {p.N}, fill::positive);
+    ggml_tensor * q    = ggml_quantize_i8_convrot(g.ctx, x, p.group);
+    ggml_tensor * gate = ggml_mul_mat_i8_tensorwise(g.ctx, wg, q, sg, nullptr, p.group);
+    ggml_tensor * up   = ggml_mul_mat_i8_tensorwise(g.ctx, wu, q, su, nullptr, p.group);
+    ggml_tensor * s    = ggml_silu(g.ctx, gate);
+    g.expand_first     = {gate, up};
+    return ggml_quantize_i8_convrot(g.ctx, ggml_mul(g.ctx, s, up), quant_group);
+}
+
+TEST_F(VulkanSd, SwigluQuantLargeGroups) {
+    struct scase {
+        int64_t K, N;
+        int     in_group, quant_group;
+    };
+    for (const scase c : {scase{256, 3072, 256, 1024}, scase{1024, 16384, 1024, 16384}, scase{256, 16384, 256, 4096}}) {
+        const linear_param p = {c.K, c.N, 5, SD_LINEAR_I8_INPUT_PACKED, c.in_group, true, false};
+        SCOPED_TRACE("K " + std::to_string(c.K) + " N " + std::to_string(c.N) + " groups " +
+                     std::to_string(c.in_group) + " / " + std::to_string(c.quant_group));
+        const builder    b     = [&](graph_case & g) { return build_swiglu_group(g, p, c.quant_group); };
+        const run_result fused = run(true, b);
+        run_result       plain;
+        {
+            fusion_off_scope off;
+            plain = run(true, b);
+        }
+        const run_result cpu = run(false, b);
+        ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+        expect_all_on_vulkan(fused, {SD_VK_KERNEL_LINEAR_I8_SWIGLU});
+        expect_all_on_vulkan(plain, {SD_VK_KERNEL_QUANTIZE_I8});
+        expect_packed_equal(plain.out, fused.out, p.N, p.rows);
+        expect_within_one_step(cpu.out, fused.out, p.N, p.rows, true);
     }
 }
 

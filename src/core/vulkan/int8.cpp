@@ -9,8 +9,9 @@
 // the CPU's steps in the CPU's order, each rounded separately.
 //
 // Supported (anything else declines, and the scheduler runs the node elsewhere, e.g. the CPU):
-// K % 4 == 0 (32-bit words), ConvRot groups 1..256 (F32 inputs and the quantizer; rows whose
-// per-lane loop count is within sd_vk::kLoopBudget, i.e. K up to ~170k at 8 lanes), packed and
+// K % 4 == 0 (32-bit words), every ConvRot group (a power of 4; F32 inputs and the quantizer;
+// rows whose per-lane loop count is within sd_vk::kLoopBudget, i.e. K up to ~170k at 8 lanes for
+// groups up to 256, every K the INT8 linear admits for larger groups), packed and
 // plain I8 inputs (any group: the packed layout does not depend on it), every tensor within one
 // storage-buffer binding window. Outputs that overlap an input are computed into the workspace
 // and copied (the service's copy), so any allocator reuse is safe.
@@ -45,8 +46,9 @@ constexpr int64_t  kTile        = 4;
 int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
 int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
-// The groups the quantizer shader rotates in one private array (powers of 4 up to 256).
-bool shader_group(int g) { return g == 1 || g == 4 || g == 16 || g == 64 || g == 256; }
+// The groups the quantizer shader rotates: every power of 4 (up to 256 in one private array,
+// larger ones through a scratch row, convrot_large.glsl).
+bool shader_group(int g) { return g >= 1 && (g & (g - 1)) == 0 && (g & 0x55555555) != 0; }
 bool is_f32_vec(const ggml_tensor * t, int64_t n) {
     return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n;
 }
@@ -62,13 +64,18 @@ bool bindable(ggml_backend_dev_t dev, const ggml_tensor * t) {
 struct quant_push {
     uint32_t x_off, o_off, K, rows, prows, scale_off;
     float    gscale;
+    uint32_t row0, row_end, t_off;
 };
 
 // Quantizes rows x K floats (x) into the packed layout at dst (K * pad4(rows) bytes, then the
-// F32 scales).
-ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound & dst, int64_t K, int64_t rows,
-                          int group) {
+// F32 scales). Groups above 256 need `scratch` (sd_vulkan_convrot_scratch_bytes; ignored
+// otherwise): the rows go in dispatches of sd_vulkan_convrot_chunk_rows rows each.
+ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound & dst, const bound * scratch, int64_t K,
+                          int64_t rows, int group) {
     const int64_t prows = pad_up(rows, 4);
+    const bool    large = group > 256;
+    if (large && !scratch) return GGML_STATUS_FAILED;
+    const int64_t chunk = large ? sd_vulkan_convrot_chunk_rows(ggml_backend_get_device(backend), K, rows) : prows;
     quant_push    pc{};
     pc.x_off     = x.words();
     pc.o_off     = dst.words();
@@ -77,11 +84,20 @@ ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound &
     pc.prows     = (uint32_t) prows;
     pc.scale_off = (uint32_t) (K * prows / 4);
     pc.gscale    = 1.0f / sqrtf((float) group); // the CPU kernel's expression (exact: a power of 2)
-    uint32_t wg = 0, groups[3];
-    sd_vk::subgroup_grid(backend, (uint64_t) prows, wg, groups); // one subgroup per row
-    const uint32_t spec[2] = {wg, (uint32_t) group};
-    const bound *  b[2]    = {&x, &dst};
-    return sd_vk::dispatch(backend, "quantize_i8_convrot", b, 2, spec, 2, &pc, sizeof(pc), groups);
+    pc.t_off     = large ? scratch->words() : 0;
+    const bound * b[3] = {&x, &dst, large ? scratch : &x}; // without a scratch: any range, never read
+    const uint32_t n_b = 3;
+    for (int64_t r0 = 0; r0 < prows; r0 += chunk) {
+        const int64_t n = prows - r0 < chunk ? prows - r0 : chunk;
+        pc.row0         = (uint32_t) r0;
+        pc.row_end      = (uint32_t) (r0 + n);
+        uint32_t wg = 0, groups[3];
+        sd_vk::subgroup_grid(backend, (uint64_t) n, wg, groups); // one subgroup per row
+        const uint32_t    spec[2] = {wg, (uint32_t) group};
+        const ggml_status s = sd_vk::dispatch(backend, "quantize_i8_convrot", b, n_b, spec, 2, &pc, sizeof(pc), groups);
+        if (s != GGML_STATUS_SUCCESS) return s;
+    }
+    return GGML_STATUS_SUCCESS;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,13 +109,47 @@ bool quant_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
 
 } // namespace
 
+int64_t sd_vulkan_convrot_chunk_rows(ggml_backend_dev_t dev, int64_t K, int64_t rows) {
+    // a scratch window of at most 64 MiB (and the device's binding range): 4096 tokens of the
+    // 16384-wide MLP row in four dispatches. SD_VK_CONVROT_SCRATCH_BYTES lowers the window (the
+    // tests split a few rows over several dispatches with it); read at every call.
+    uint64_t     cap = 64ull << 20;
+    const char * env = getenv("SD_VK_CONVROT_SCRATCH_BYTES");
+    if (env && strtoull(env, nullptr, 10) > 0 && strtoull(env, nullptr, 10) < cap) cap = strtoull(env, nullptr, 10);
+    const ggml_ext_vulkan_device_info * info = dev ? sd_vk::device_info(dev) : nullptr;
+    if (info && info->max_storage_buffer_range > info->min_storage_buffer_offset_alignment &&
+        info->max_storage_buffer_range - info->min_storage_buffer_offset_alignment < cap)
+        cap = info->max_storage_buffer_range - info->min_storage_buffer_offset_alignment;
+    const int64_t prows = pad_up(rows, 4);
+    const int64_t fit   = K > 0 ? (int64_t) (cap / (4 * (uint64_t) K)) : prows;
+    return fit < 1 ? 1 : (fit < prows ? fit : prows);
+}
+
+uint64_t sd_vulkan_convrot_scratch_bytes(ggml_backend_dev_t dev, int64_t K, int64_t rows, int group) {
+    if (group <= 256) return 0;
+    return 4 * (uint64_t) K * (uint64_t) sd_vulkan_convrot_chunk_rows(dev, K, rows);
+}
+
 uint64_t sd_vulkan_quant_lane_iterations(ggml_backend_dev_t dev, int64_t K, int group, bool with_norm) {
+    const uint64_t lanes = sd_vk::min_subgroup_size(dev);
+    if (group > 256) {
+        // convrot_large.glsl: per 256-value block the load loop (V = 64), the stages 4..64 (3
+        // loops of V / 4) and the store loop (V): under 4 V + 8; per cross-block stage K / 16
+        // quartets over the lanes; the packing (or zero) loop K / 4 words over the lanes; the
+        // scale's integer divisions and the loop heads a constant.
+        uint64_t stages = 0;
+        for (uint64_t s = 256; s < (uint64_t) group; s *= 4) ++stages;
+        const uint64_t blocks = ((uint64_t) K + 256 * lanes - 1) / (256 * lanes);
+        uint64_t       n      = blocks * (4 * 64 + 8) + stages * (((uint64_t) K / 16 + lanes - 1) / lanes + 2) +
+                     ((uint64_t) K / 4 + lanes - 1) / lanes + 256;
+        if (with_norm) n += ((uint64_t) K + lanes - 1) / lanes;
+        return n;
+    }
     // convrot.glsl: a step is max(G, 16) values (V = step / 4 vec4); per step and pass the load
     // loop runs V times, the stages s >= 4 V / 4 each (at most 3), the amax or packing loop V
     // times, so both passes stay under 6 V + 8 per step. Per row: the zero / padding writes (K / 4
     // words), the norm's reduction (K values) split over the lanes, and a constant for the
     // scale's integer divisions (about 80 iterations) and the loop heads.
-    const uint64_t lanes = sd_vk::min_subgroup_size(dev);
     const uint64_t step = (uint64_t) (group < 16 ? 16 : group), V = step / 4;
     const uint64_t steps = ((uint64_t) K + step * lanes - 1) / (step * lanes);
     uint64_t       n     = steps * (6 * V + 8) + ((uint64_t) K / 4 + lanes - 1) / lanes + 256;
@@ -125,8 +175,19 @@ bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * no
 
 namespace {
 
-ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
-    *ws = ggml_nbytes(nodes->nodes[nodes->n_nodes - 1]); // staging when the output overlaps the input
+// Workspace: [staged output (when it overlaps the input)] [scratch rows (groups above 256)]
+uint64_t quant_scratch_off(const ggml_tensor * node) { return pad_up((int64_t) ggml_nbytes(node), 256); }
+
+uint64_t quant_scratch_bytes(ggml_backend_dev_t dev, const ggml_tensor * node) {
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    return sd_vulkan_convrot_scratch_bytes(dev, node->src[0]->ne[0], rows_of(node->src[0]), at.group);
+}
+
+ggml_status quant_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+    const ggml_tensor * node  = nodes->nodes[nodes->n_nodes - 1];
+    const uint64_t      extra = quant_scratch_bytes(dev, node);
+    *ws                       = extra ? quant_scratch_off(node) + extra : ggml_nbytes(node);
     return GGML_STATUS_SUCCESS;
 }
 
@@ -141,12 +202,20 @@ ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
     ggml_status   s = sd_vk::bind_tensor(backend, x, 0, 0, GGML_EXT_VULKAN_READ, bx);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, node, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
     if (s != GGML_STATUS_SUCCESS) return s;
-    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, bx, bo, K, rows, at.group);
+    bound          scratch;
+    const uint64_t extra = quant_scratch_bytes(ggml_backend_get_device(backend), node);
+    if (extra) {
+        if (!ws || ws_bytes < quant_scratch_off(node) + extra) return GGML_STATUS_FAILED;
+        s = sd_vk::bind_base(backend, ws, quant_scratch_off(node), extra, GGML_EXT_VULKAN_READ_WRITE, scratch);
+        if (s != GGML_STATUS_SUCCESS) return s;
+    }
+    const bound * sp = extra ? &scratch : nullptr;
+    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, bx, bo, sp, K, rows, at.group);
     // the output overlaps the input: quantize into the workspace, then copy
     if (!ws || ws_bytes < ggml_nbytes(node)) return GGML_STATUS_FAILED;
     bound stage;
     s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(node), GGML_EXT_VULKAN_READ_WRITE, stage);
-    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, stage, K, rows, at.group);
+    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, stage, sp, K, rows, at.group);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::copy(backend, bo, stage);
     return s;
 }
@@ -241,20 +310,33 @@ bool use_subgroup_gemm(ggml_backend_t backend, int64_t K, std::initializer_list<
     return true;
 }
 
-// Workspace: [quantized activations + scales (F32 input)] [staged output (overlap)]
+// Workspace: [quantized activations + scales (F32 input)] [staged output (overlap)] [the
+// quantizer's scratch rows (a ConvRot group above 256 for the F32 input, or for the quantized
+// SwiGLU product `quant`)]
 struct linear_layout {
-    uint64_t act_bytes = 0, stage_off = 0, stage_bytes = 0, total = 0;
+    uint64_t act_bytes = 0, stage_off = 0, stage_bytes = 0, scratch_off = 0, scratch_bytes = 0, total = 0;
 };
 
-linear_layout layout_of(const ggml_tensor * lin, const ggml_tensor * out) {
+linear_layout layout_of(ggml_backend_dev_t dev, const ggml_tensor * lin, const ggml_tensor * out,
+                        const ggml_tensor * quant = nullptr) {
     sd_linear_i8_attrs at{};
     ggml_ext_get_attrs(lin, &at, sizeof(at));
-    const int64_t K = lin->src[0]->ne[0], rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    const int64_t K = lin->src[0]->ne[0], N = lin->src[0]->ne[1], rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
     linear_layout l;
-    if (at.input_kind == SD_LINEAR_I8_INPUT_F32) l.act_bytes = (uint64_t) (K * pad_up(rows, 4) + 4 * rows);
+    if (at.input_kind == SD_LINEAR_I8_INPUT_F32) {
+        l.act_bytes     = (uint64_t) (K * pad_up(rows, 4) + 4 * rows);
+        l.scratch_bytes = sd_vulkan_convrot_scratch_bytes(dev, K, rows, at.group);
+    }
+    if (quant) {
+        sd_quantize_i8_attrs qat{};
+        ggml_ext_get_attrs(quant, &qat, sizeof(qat));
+        const uint64_t q = sd_vulkan_convrot_scratch_bytes(dev, N, rows, qat.group);
+        if (q > l.scratch_bytes) l.scratch_bytes = q;
+    }
     l.stage_off   = (l.act_bytes + 255) & ~(uint64_t) 255;
     l.stage_bytes = ggml_nbytes(out);
-    l.total       = l.stage_off + l.stage_bytes;
+    l.scratch_off = (l.stage_off + l.stage_bytes + 255) & ~(uint64_t) 255;
+    l.total       = l.scratch_bytes ? l.scratch_off + l.scratch_bytes : l.stage_off + l.stage_bytes;
     return l;
 }
 
@@ -283,8 +365,15 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     if (!linear_sources(lin, at, src)) return GGML_STATUS_FAILED;
     const int64_t       K = src.weight->ne[0], N = src.weight->ne[1];
     const int64_t       rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2], prows = pad_up(rows, 4);
-    const linear_layout l    = layout_of(lin, out);
+    const linear_layout l    = layout_of(ggml_backend_get_device(backend), lin, out, x.quant);
     if (l.total > 0 && (!ws || ws_bytes < l.total)) return GGML_STATUS_FAILED;
+    bound scratch;
+    if (l.scratch_bytes) {
+        const ggml_status s =
+            sd_vk::bind_base(backend, ws, l.scratch_off, l.scratch_bytes, GGML_EXT_VULKAN_READ_WRITE, scratch);
+        if (s != GGML_STATUS_SUCCESS) return s;
+    }
+    const bound * sp = l.scratch_bytes ? &scratch : nullptr;
 
     const uint32_t R = GGML_EXT_VULKAN_READ;
     bound          bw, ba, bsx, bsw, bb, by, bg, br, bwu, bswu, bbu;
@@ -305,7 +394,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
             if (s == GGML_STATUS_SUCCESS)
                 s = sd_vk::bind_base(backend, ws, 0, l.act_bytes, GGML_EXT_VULKAN_READ_WRITE, bq);
             const int g = at.group <= 1 ? 1 : at.group;
-            if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, bq, K, rows, g);
+            if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, bq, sp, K, rows, g);
             if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, 0, (uint64_t) (K * rows), R, ba);
             if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, (uint64_t) (K * prows), 4 * rows, R, bsx);
             break;
@@ -390,15 +479,15 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     if (x.quant) {
         sd_quantize_i8_attrs qat{};
         ggml_ext_get_attrs(x.quant, &qat, sizeof(qat));
-        return run_quantizer(backend, by, bout, N, rows, qat.group);
+        return run_quantizer(backend, by, bout, sp, N, rows, qat.group);
     }
     if (stage) s = sd_vk::copy(backend, bout, by);
     return s;
 }
 
-ggml_status linear_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+ggml_status linear_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
     const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
-    *ws                      = layout_of(node, node).total;
+    *ws                      = layout_of(dev, node, node).total;
     return GGML_STATUS_SUCCESS;
 }
 
@@ -457,11 +546,11 @@ int epilogue_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first,
     return chain_of(dev, nodes, 2, c) ? 2 : 0;
 }
 
-ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+ggml_status epilogue_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
     epilogue_chain c;
     if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
         return GGML_STATUS_FAILED;
-    *ws = layout_of(c.lin, nodes->nodes[nodes->n_nodes - 1]).total;
+    *ws = layout_of(dev, c.lin, nodes->nodes[nodes->n_nodes - 1]).total;
     return GGML_STATUS_SUCCESS;
 }
 
@@ -536,11 +625,11 @@ int swiglu_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, v
     return swiglu_of(dev, nodes, 4, c) ? 4 : 0;
 }
 
-ggml_status swiglu_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+ggml_status swiglu_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
     swiglu_chain c;
     if ((nodes->n_nodes != 4 && nodes->n_nodes != 5) || !swiglu_of(nullptr, nodes->nodes, nodes->n_nodes, c))
         return GGML_STATUS_FAILED;
-    *ws = layout_of(c.gate, c.mul).total; // the F32 product (quantized) or the staged output
+    *ws = layout_of(dev, c.gate, c.mul, c.quant).total; // the F32 product (quantized) or the staged output
     return GGML_STATUS_SUCCESS;
 }
 

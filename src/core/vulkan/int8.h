@@ -13,7 +13,7 @@
 bool sd_vulkan_register_int8(ggml_backend_dev_t dev);
 
 // Whether the Vulkan quantizer runs this sd.quantize_i8_convrot.v1 node (contiguous F32 input,
-// group 1..256 dividing K, K % 4 == 0, the packed output shape, bindable sizes). Fusion rules
+// a power-of-4 group dividing K, K % 4 == 0, the packed output shape, bindable sizes). Fusion rules
 // that end in a quantize node accept exactly these.
 bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node);
 
@@ -22,6 +22,13 @@ bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * no
 // rows of K values and ConvRot group `group` on dev, rounded up. Kernels decline rows above
 // sd_vk::kLoopBudget (vk_service.h: lavapipe silently stops loops past 65,535 iterations).
 uint64_t sd_vulkan_quant_lane_iterations(ggml_backend_dev_t dev, int64_t K, int group, bool with_norm);
+
+// ConvRot groups above 256 rotate through F32 scratch rows in the workspace: one dispatch takes
+// sd_vulkan_convrot_chunk_rows(dev, K, rows) of the pad4(rows) rows (a scratch window of at
+// most 64 MiB, or the environment's SD_VK_CONVROT_SCRATCH_BYTES when smaller), and needs
+// sd_vulkan_convrot_scratch_bytes (0 for groups up to 256).
+int64_t  sd_vulkan_convrot_chunk_rows(ggml_backend_dev_t dev, int64_t K, int64_t rows);
+uint64_t sd_vulkan_convrot_scratch_bytes(ggml_backend_dev_t dev, int64_t K, int64_t rows, int group);
 
 // Kernel names (plan introspection, tests)
 #define SD_VK_KERNEL_QUANTIZE_I8         "sd.vulkan.quantize_i8_convrot"

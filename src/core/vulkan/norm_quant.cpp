@@ -77,10 +77,21 @@ int mod_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void
     return chain_of(dev, n, c) ? 6 : 0;
 }
 
-ggml_status mod_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
+// Workspace: [staged output (when it overlaps an input)] [scratch rows (ConvRot groups above
+// 256, sd_vulkan_convrot_scratch_bytes)]
+uint64_t scratch_off(const ggml_tensor * q) { return (ggml_nbytes(q) + 255) & ~(uint64_t) 255; }
+
+uint64_t scratch_bytes(ggml_backend_dev_t dev, const mod_chain & c, const ggml_tensor * q) {
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(q, &at, sizeof(at));
+    return sd_vulkan_convrot_scratch_bytes(dev, c.x->ne[0], ggml_nrows(c.x), at.group);
+}
+
+ggml_status mod_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
     mod_chain c;
     if (nodes->n_nodes != 6 || !chain_of(nullptr, nodes->nodes, c)) return GGML_STATUS_FAILED;
-    *ws = ggml_nbytes(nodes->nodes[5]); // staging when the output overlaps the input
+    const uint64_t extra = scratch_bytes(dev, c, nodes->nodes[5]);
+    *ws = extra ? scratch_off(nodes->nodes[5]) + extra : ggml_nbytes(nodes->nodes[5]);
     return GGML_STATUS_SUCCESS;
 }
 
@@ -88,6 +99,7 @@ struct mod_push {
     uint32_t x_off, w_off, ms_off, sh_off, o_off;
     uint32_t K, rows, prows, scale_off;
     float    gscale, eps;
+    uint32_t row0, row_end, t_off;
 };
 
 ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
@@ -113,7 +125,14 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
     } else {
         bt = bo;
     }
-    const int64_t K = c.x->ne[0], rows = ggml_nrows(c.x), prows = (rows + 3) / 4 * 4;
+    const int64_t  K = c.x->ne[0], rows = ggml_nrows(c.x), prows = (rows + 3) / 4 * 4;
+    const uint64_t extra = scratch_bytes(ggml_backend_get_device(backend), c, q);
+    bound          scratch;
+    if (extra) {
+        if (!ws || ws_bytes < scratch_off(q) + extra) return GGML_STATUS_FAILED;
+        s = sd_vk::bind_base(backend, ws, scratch_off(q), extra, GGML_EXT_VULKAN_READ_WRITE, scratch);
+        if (s != GGML_STATUS_SUCCESS) return s;
+    }
     mod_push      pc{};
     pc.x_off     = bx.words();
     pc.w_off     = bw.words();
@@ -126,11 +145,19 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
     pc.scale_off = (uint32_t) (K * prows / 4);
     pc.gscale    = 1.0f / sqrtf((float) at.group);
     pc.eps       = c.eps;
-    uint32_t wg = 0, groups[3];
-    sd_vk::subgroup_grid(backend, (uint64_t) prows, wg, groups); // one subgroup per row
-    const uint32_t spec[2] = {wg, (uint32_t) at.group};
-    const bound *  b[5]      = {&bx, &bw, &bm, &bs, &bt};
-    s = sd_vk::dispatch(backend, "modulation_quantize", b, 5, spec, 2, &pc, sizeof(pc), groups);
+    pc.t_off     = extra ? scratch.words() : 0;
+    // groups above 256: the rows in dispatches of as many as the scratch holds
+    const int64_t chunk = extra ? sd_vulkan_convrot_chunk_rows(ggml_backend_get_device(backend), K, rows) : prows;
+    const bound * b[6]  = {&bx, &bw, &bm, &bs, &bt, extra ? &scratch : &bx}; // no scratch: any range, never read
+    for (int64_t r0 = 0; r0 < prows && s == GGML_STATUS_SUCCESS; r0 += chunk) {
+        const int64_t n = prows - r0 < chunk ? prows - r0 : chunk;
+        pc.row0         = (uint32_t) r0;
+        pc.row_end      = (uint32_t) (r0 + n);
+        uint32_t wg = 0, groups[3];
+        sd_vk::subgroup_grid(backend, (uint64_t) n, wg, groups); // one subgroup per row
+        const uint32_t spec[2] = {wg, (uint32_t) at.group};
+        s = sd_vk::dispatch(backend, "modulation_quantize", b, 6, spec, 2, &pc, sizeof(pc), groups);
+    }
     if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bo, bt);
     return s;
 }

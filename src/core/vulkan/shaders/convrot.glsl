@@ -1,6 +1,9 @@
 // convrot.glsl — the ConvRot rotation of one group (regular Hadamard, G = 1, 4, 16, 64 or 256
 // values) in one invocation's registers, shared by quantize_i8_convrot.comp and
 // modulation_quantize.comp. The including shader declares the specialization constant G first.
+// A larger group (G = 1024, 4096, ...) uses the 256-value part here for each of its 256-value
+// blocks (the 1 / sqrt(G) scaling and stages 1..64, exactly the CPU's split) and finishes the
+// cross-block stages in memory (convrot_large.glsl).
 //
 // Why vec4: the facts sheet's butterfly at stride s >= 4 pairs whole runs of 4 consecutive values
 // (the quartet (j, j+s, j+2s, j+3s) for j, j+1, j+2, j+3 are four independent quartets), so a
@@ -10,10 +13,11 @@
 // costs about 2.75 * V loop iterations instead of ~4 * G, which matters because lavapipe caps
 // the loop iterations of an invocation (see quantize_i8_convrot.comp).
 
-const int VG = G < 4 ? 1 : G / 4;   // vec4 per group
-const int V  = G < 16 ? 4 : G / 4;  // vec4 per step: whole groups, at least 16 values (fewer
-                                    // loop iterations per value for the small groups)
-const int C  = 4 * V;               // values per step
+const int RG = G > 256 ? 256 : G;    // values rotated in registers (a block of a larger group)
+const int VG = RG < 4 ? 1 : RG / 4;  // vec4 per register block
+const int V  = RG < 16 ? 4 : RG / 4; // vec4 per step: whole blocks, at least 16 values (fewer
+                                     // loop iterations per value for the small groups)
+const int C  = 4 * V;                // values per step
 
 vec4 v[V];
 
@@ -55,9 +59,18 @@ uint step_amax() {
     return m;
 }
 
-// vec4 i quantized with the row's inverse scale, packed little endian into one word
-uint step_word(int i, float inv) {
-    precise vec4 f = v[i] * inv;
+// four values quantized with the row's inverse scale, packed little endian into one word
+uint pack_word(vec4 a, float inv) {
+    precise vec4 f = a * inv;
     return (uint(quant_value(f.x)) & 0xffu) | ((uint(quant_value(f.y)) & 0xffu) << 8) |
            ((uint(quant_value(f.z)) & 0xffu) << 16) | ((uint(quant_value(f.w)) & 0xffu) << 24);
+}
+
+// vec4 i quantized with the row's inverse scale, packed little endian into one word
+uint step_word(int i, float inv) { return pack_word(v[i], inv); }
+
+// max |value| of four values as float bits (see step_amax)
+uint vec4_amax(vec4 a) {
+    const uvec4 b = floatBitsToUint(a) & uvec4(0x7fffffffu);
+    return max(max(b.x, b.y), max(b.z, b.w));
 }

@@ -14,32 +14,37 @@
 // quantize_i8_convrot.comp. Nothing loops over a whole row in one invocation: lavapipe silently
 // stops an invocation's loops after 65,535 iterations in total (see quantize_i8_convrot.comp;
 // the host, norm_quant.cpp, declines rows over its iteration budget). Padding rows are written
-// as zeros.
+// as zeros. Groups above 256 go through a scratch row (convrot_large.glsl), rows [row0, row_end)
+// per dispatch, as in quantize_i8_convrot.comp.
 //
 // Bindings: 0 x (F32 contiguous rows of K), 1 w1, 2 mod_scale, 3 shift (F32 [K] each), 4 out (the
-// packed tensor as 32-bit words).
+// packed tensor as 32-bit words), 5 the scratch rows (G > 256 only; any range otherwise).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #include "int8_common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const int G = 256; // 1, 4, 16, 64 or 256
+layout(constant_id = 1) const int G = 256; // a power of 4
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W1 { float w1[]; };
 layout(std430, binding = 2) readonly buffer MS { float ms[]; };
 layout(std430, binding = 3) readonly buffer SH { float sh[]; };
 layout(std430, binding = 4) writeonly buffer O { uint o[]; };
+layout(std430, binding = 5) coherent buffer T { float t[]; };
 
 layout(push_constant) uniform PC {
     uint x_off, w_off, ms_off, sh_off, o_off; // shader offsets, in words
     uint K, rows, prows, scale_off;
     float gscale; // 1 / sqrt(G)
     float eps;
+    uint row0, row_end; // this dispatch's rows of pad4(rows)
+    uint t_off;         // the scratch rows (G > 256), in floats
 } pc;
 
 #include "convrot.glsl"
+#include "convrot_large.glsl"
 
 float norm_scale = 1.0;
 
@@ -69,7 +74,7 @@ void main() {
     const uint K = pc.K, wpr = K / 4u;
     const uint first = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
     const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
-    for (uint row = first; row < pc.prows; row += stride) {
+    for (uint row = pc.row0 + first; row < pc.row_end; row += stride) {
         const uint ob = pc.o_off + row * wpr;
         if (row >= pc.rows) { // zero padding row
             for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
@@ -83,6 +88,18 @@ void main() {
             sum += e * e;
         }
         norm_scale = 1.0 / sqrt(subgroupAdd(sum) / float(K) + pc.eps);
+        const uint so = pc.o_off + pc.scale_off + row;
+
+        if (G > 256) { // a scratch row: 256-value blocks, the cross-block stages, the packing
+            const uint tr = pc.t_off + (row - pc.row0) * K;
+            for (uint c = lane * uint(C); c < K; c += sgs * uint(C)) {
+                load_step(xr, c);
+                store_block(tr + c);
+            }
+            const uint amax = subgroupMax(cross_block_stages(tr, K, lane, sgs));
+            quantize_scratch_row(tr, ob, so, K, lane, sgs, amax);
+            continue;
+        }
 
         uint amax = 0u;
         for (uint c = lane * uint(C); c < K; c += sgs * uint(C)) {
@@ -91,7 +108,6 @@ void main() {
         }
         amax = subgroupMax(amax);
         // >= Inf bits: a non-finite value; max is exact in any order
-        const uint so = pc.o_off + pc.scale_off + row;
         const uint s_bits = amax >= 0x7f800000u || amax == 0u ? 0u : scale_bits(amax);
         if (s_bits == 0u) { // all zeros; scale NaN (non-finite row) or 0
             for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;

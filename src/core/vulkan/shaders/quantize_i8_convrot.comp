@@ -1,6 +1,6 @@
 #version 450
 // quantize_i8_convrot.comp — sd.quantize_i8_convrot.v1: rotates (regular Hadamard, groups of
-// G <= 256 values) and quantizes rows, with the CPU portable kernel's operation order
+// G = 4^n values) and quantizes rows, with the CPU portable kernel's operation order
 // (int8-convrot-facts.md), so bytes and scales are bit-identical.
 //
 // One subgroup per row: lane l takes the row's groups l, l + sgs, l + 2 sgs, ... (convrot.glsl
@@ -16,23 +16,32 @@
 // 2 * 2.75 * (G / 4) iterations per group it owns; the host (int8.cpp, quant_lane_iterations)
 // declines rows whose estimate exceeds a budget far below the cap (the CPU then runs the node).
 //
+// Groups above 256 (G = 1024, 4096, ...) go through a scratch row in device memory
+// (convrot_large.glsl: blocks of 256 rotated in registers, the cross-block stages spread over the
+// lanes, then the packing), same bytes as the CPU.
+//
 // Rows are visited with a grid-stride loop over subgroups, so any subgroup size the driver picks
 // is correct; the host launches one subgroup per row at the device's subgroup size. Subgroups
 // past the last row write the zero padding rows up to pad4(rows).
 //
-// Bindings: 0 x (F32 rows of K), 1 out (the packed tensor as 32-bit words). K % max(G, 4) == 0.
+// The host may split the rows over several dispatches (rows [row0, row_end) in one; the scratch
+// holds the rows of one dispatch, row r at (r - row0) * K).
+//
+// Bindings: 0 x (F32 rows of K), 1 out (the packed tensor as 32-bit words), 2 the scratch rows
+// (G > 256 only; any range otherwise). K % max(G, 4) == 0.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #include "int8_common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const int G = 256; // 1, 4, 16, 64 or 256
+layout(constant_id = 1) const int G = 256; // a power of 4
 
 #include "convrot.glsl"
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) writeonly buffer O { uint o[]; };
+layout(std430, binding = 2) coherent buffer T { float t[]; };
 
 layout(push_constant) uniform PC {
     uint x_off;     // in floats (the binding's shader_offset / 4)
@@ -42,7 +51,12 @@ layout(push_constant) uniform PC {
     uint prows;     // pad4(rows)
     uint scale_off; // word offset of the row scales inside the packed tensor (K * prows / 4)
     float gscale;   // 1 / sqrt(G), computed on the host like the CPU kernel
+    uint row0;      // this dispatch's rows: [row0, row_end) of pad4(rows)
+    uint row_end;
+    uint t_off;     // the scratch rows (G > 256), in floats
 } pc;
+
+#include "convrot_large.glsl"
 
 // Loads and rotates the step of C values starting at column c of the row at xb; columns past K
 // (a ragged last step, G < 16 only: K is a multiple of G and of 4) load as zeros.
@@ -60,13 +74,25 @@ void main() {
     const uint K = pc.K, wpr = K / 4u; // words per row
     const uint first = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
     const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
-    for (uint r = first; r < pc.prows; r += stride) {
+    for (uint r = pc.row0 + first; r < pc.row_end; r += stride) {
         const uint ob = pc.o_off + r * wpr;
         if (r >= pc.rows) { // zero padding row
             for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
             continue;
         }
         const uint xb = pc.x_off + r * K;
+        const uint so = pc.o_off + pc.scale_off + r;
+
+        if (G > 256) { // a scratch row: 256-value blocks, the cross-block stages, the packing
+            const uint tr = pc.t_off + (r - pc.row0) * K;
+            for (uint c = lane * uint(C); c < K; c += sgs * uint(C)) {
+                load_step(xb, c);
+                store_block(tr + c);
+            }
+            const uint amax = subgroupMax(cross_block_stages(tr, K, lane, sgs));
+            quantize_scratch_row(tr, ob, so, K, lane, sgs, amax);
+            continue;
+        }
 
         // pass 1: this lane's amax, then the row's (>= Inf bits: a non-finite value)
         uint amax = 0u;
@@ -75,7 +101,6 @@ void main() {
             amax = max(amax, step_amax());
         }
         amax = subgroupMax(amax);
-        const uint so = pc.o_off + pc.scale_off + r;
         // amax / 127 rounding to zero is the CPU's s == 0 row
         const uint s_bits = amax >= 0x7f800000u || amax == 0u ? 0u : scale_bits(amax);
         if (s_bits == 0u) { // all zeros; scale NaN (non-finite row) or 0
