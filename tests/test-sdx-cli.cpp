@@ -278,6 +278,67 @@ TEST(SdxCli, HelpListsEveryOptionAndExitCodes) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// --device: the CPU, a registry family (any case, optional :N) or an exact device name; no
+// family is hard-coded (src/model/device_spec.h). Vulkan devices: test-sdx-vulkan.
+
+const std::vector<std::string> TINY_RUN = {"run", "--hidden", "256", "--heads", "2", "--kv-heads", "1", "--mlp", "512",
+                                           "--tokens", "16", "--blocks", "1", "--threads", "2", "--no-check"};
+
+TEST(SdxCli, DeviceCpuInAnyCaseRunsOnTheCpuAlone) {
+    for (const char * d : {"cpu", "CPU", "Cpu"}) {
+        const proc_result r = run_sdx(cat(TINY_RUN, {"--device", d}));
+        EXPECT_EQ(r.code, 0) << d << "\n" << r.err;
+        EXPECT_NE(r.out.find("stack:"), std::string::npos) << d << "\n" << r.out;
+        EXPECT_EQ(r.out.find("device:"), std::string::npos) << d << ": a device line for the CPU\n" << r.out;
+    }
+}
+
+TEST(SdxCli, DeviceUnknownFamilyListsTheDevicesThatExist) {
+    const proc_result r = run_sdx(cat(TINY_RUN, {"--device", "tpu:0"}));
+    expect_one_line_error(r, 1, "--device tpu:0");
+    EXPECT_NE(r.err.find("--device 'tpu:0': not one of cpu"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("or a device name"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("devices here: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("CPU)"), std::string::npos) << "the CPU device (listed last) is missing: " << r.err;
+    EXPECT_EQ(r.out.find("stack:"), std::string::npos) << r.out;
+}
+
+TEST(SdxCli, DeviceIndexMustBeAPlainNumber) {
+    for (const char * d : {"cpu:x", "vulkan:", "vulkan:-1", "vulkan: 1", "cuda:+0"}) {
+        const proc_result r = run_sdx(cat(TINY_RUN, {"--device", d}));
+        expect_one_line_error(r, 1, std::string("--device ") + d);
+        EXPECT_NE(r.err.find("is not a device index"), std::string::npos) << d << ": " << r.err;
+    }
+    const proc_result r = run_sdx(cat(TINY_RUN, {"--device", ""}));
+    expect_one_line_error(r, 1, "--device ''");
+    EXPECT_NE(r.err.find("empty"), std::string::npos) << r.err;
+}
+
+// `sdx --device cuda:0` needs no model change: without the CUDA backend it is a clear error that
+// says how to build one; in a CUDA build without a GPU it says none was found; with a GPU it runs.
+TEST(SdxCli, DeviceCudaWithoutCudaIsAClearError) {
+    for (const char * d : {"cuda:0", "CUDA", "CUDA0"}) {
+        const proc_result r = run_sdx(cat(TINY_RUN, {"--device", d}));
+        if (r.code == 0) {
+            EXPECT_NE(r.out.find("= CUDA0"), std::string::npos) << d << "\n" << r.out;
+            continue;
+        }
+        expect_one_line_error(r, 1, std::string("--device ") + d);
+        const bool no_backend = r.err.find("this build has no CUDA backend (configure with -DGGML_CUDA=ON") != std::string::npos;
+        const bool no_device  = r.err.find("no such CUDA device (0 found") != std::string::npos;
+        EXPECT_TRUE(no_backend || no_device) << d << ": " << r.err;
+        EXPECT_NE(r.err.find("devices here: "), std::string::npos) << r.err;
+    }
+}
+
+TEST(SdxCli, HelpDescribesDeviceFamiliesAndNames) {
+    const proc_result r = run_sdx({"run", "--help"});
+    EXPECT_EQ(r.code, 0);
+    for (const char * s : {"--device", "cpu (default)", "vulkan:1", "cuda:0", "Vulkan0", "any case"})
+        EXPECT_NE(r.out.find(s), std::string::npos) << "run --help lacks " << s << "\n" << r.out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Out of memory: refused before allocating, with the sizes and what fits
 
 TEST(SdxCli, AbsurdSizeFailsFastWithSizes) {

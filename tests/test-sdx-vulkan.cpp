@@ -183,10 +183,23 @@ TEST(SdxVulkan, MissingDeviceIsAClearError) {
     EXPECT_NE(r.err.find("no such Vulkan device"), std::string::npos) << r.err;
     r = sdx(std::string("run --device tpu ") + SMALL);
     EXPECT_NE(r.rc, 0);
-    EXPECT_NE(r.err.find("not one of cpu, vulkan"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not one of cpu, "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("vulkan[:N]"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Vulkan0"), std::string::npos) << "the Vulkan device is not listed: " << r.err;
     r = sdx(std::string("run --device vulkan:x ") + SMALL);
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("not a device index"), std::string::npos) << r.err;
+}
+
+// --device takes the registry's family name in any case with an optional index, or the exact
+// device name; every spelling lands on the same device (the run line names it).
+TEST(SdxVulkan, DeviceByFamilyIndexOrDeviceName) {
+    const std::string tiny = " --hidden 256 --heads 2 --kv-heads 1 --mlp 512 --tokens 16 --blocks 1 --no-check";
+    for (const char * d : {"vulkan:0", "Vulkan0", "VULKAN", "vulkan0"}) {
+        const tool_result r = sdx(std::string("run --device ") + d + tiny);
+        ASSERT_EQ(r.rc, 0) << d << "\n" << r.err;
+        EXPECT_NE(r.out.find(std::string("device: ") + d + " = Vulkan0"), std::string::npos) << r.out;
+    }
 }
 
 } // namespace

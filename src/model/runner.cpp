@@ -2,6 +2,8 @@
 
 #include "runner.h"
 
+#include "device_spec.h"
+
 #include "ggml-cpu.h"
 #include "ggml_extensions.h"
 
@@ -33,45 +35,6 @@ size_t resident_bytes() {
     return (size_t) resident_pages * (size_t) (page > 0 ? page : 4096);
 }
 
-// "vulkan" / "vulkan:N" -> that device of the Vulkan family; err when absent
-ggml_backend_dev_t find_device(const std::string & spec, std::string & err) {
-    std::string family = spec;
-    size_t      index  = 0;
-    const size_t colon = spec.find(':');
-    if (colon != std::string::npos) {
-        family = spec.substr(0, colon);
-        const std::string n = spec.substr(colon + 1);
-        char * end = nullptr;
-        const unsigned long v = n.empty() ? 0 : strtoul(n.c_str(), &end, 10);
-        if (n.empty() || *end != '\0' || v > 1024) {
-            err = "--device " + spec + ": '" + n + "' is not a device index";
-            return nullptr;
-        }
-        index = (size_t) v;
-    }
-    if (family != "vulkan") {
-        err = "--device " + spec + ": not one of cpu, vulkan, vulkan:N";
-        return nullptr;
-    }
-    ggml_backend_reg_t reg = ggml_backend_reg_by_name("Vulkan");
-    if (!reg) {
-        err = "--device " + spec + ": this build has no Vulkan backend (configure with -DGGML_VULKAN=ON)";
-        return nullptr;
-    }
-    const size_t n = ggml_backend_reg_dev_count(reg);
-    if (index >= n) {
-        err = "--device " + spec + ": no such Vulkan device (" + std::to_string(n) + " found";
-        // the backend leaves CPU drivers out by default (upstream's rule): say how to get one
-        if (!getenv("GGML_VK_VISIBLE_DEVICES")) {
-            err += "; a CPU Vulkan driver such as lavapipe is used only when GGML_VK_VISIBLE_DEVICES names "
-                   "its index, e.g. GGML_VK_VISIBLE_DEVICES=0";
-        }
-        err += ")";
-        return nullptr;
-    }
-    return ggml_backend_reg_dev_get(reg, index);
-}
-
 } // namespace
 
 bool runner::init(int threads, std::string & err, const std::string & device) {
@@ -80,11 +43,9 @@ bool runner::init(int threads, std::string & err, const std::string & device) {
         err = std::string("sd extension registration failed: ") + sd_ggml_last_error();
         return false;
     }
-    ggml_backend_dev_t gpu_dev = nullptr;
-    if (device != "cpu") {
-        gpu_dev = find_device(device, err);
-        if (!gpu_dev) return false;
-    }
+    device_choice choice;
+    if (!resolve_device(device, choice, err)) return false;
+    ggml_backend_dev_t gpu_dev = choice.dev;
     backend_ = ggml_backend_cpu_init();
     if (!backend_) { err = "cannot initialise the CPU backend"; return false; }
     if (threads > 0) ggml_backend_cpu_set_n_threads(backend_, threads);

@@ -16,10 +16,11 @@ namespace krea2 {
 class runner {
   public:
     // Registers the sd extensions (kernels and fusion rules), then the backends and the
-    // scheduler. threads <= 0: the CPU backend default. device: "cpu", or "vulkan" / "vulkan:N"
-    // (that Vulkan device first, the CPU for what it declines, e.g. the INT8 custom nodes;
-    // the weights are in host memory unless model::move_to placed them on the device; ops reading
-    // host weights are offloaded with copies).
+    // scheduler. threads <= 0: the CPU backend default. device: "cpu", a registry family with
+    // an optional index ("vulkan", "cuda:1", any case) or an exact device name ("Vulkan0";
+    // device_spec.h): that device first, the CPU for what it declines, e.g. the INT8 custom
+    // nodes (the weights are in host memory unless model::move_to placed them on the device; ops
+    // reading host weights are offloaded with copies).
     // forward() and plan() check every node against the CPU backend (the fallback) first:
     // without a kernel for sd_rope_apply the native RoPE chain is used; any other node without a
     // kernel (INT8 operators when the sd CPU kernels are not built) fails with an error naming
@@ -64,6 +65,8 @@ class runner {
     bool plan(const model & m, const build_options & o, int blk, plan_info & p, std::string & err);
 
     ggml_backend_t backend() const { return backend_; } // the CPU backend
+    // The --device backend, NULL when the CPU runs everything.
+    ggml_backend_t device_backend() const { return gpu_; }
     // Where the model's weights belong: the --device GPU's buffer type, NULL for the CPU.
     ggml_backend_buffer_type_t weight_buffer_type() const {
         return gpu_ ? ggml_backend_get_default_buffer_type(gpu_) : nullptr;

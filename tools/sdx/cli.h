@@ -56,7 +56,7 @@ struct model_opts {
     bool          text_set = false;
     std::string   width_opt; // the first of --hidden/--heads/--kv-heads/--mlp given (they clash with --weights)
     std::string   weights;
-    std::string   device = "cpu"; // --device cpu | vulkan[:N]
+    std::string   device = "cpu"; // --device cpu | FAMILY[:N] | DEVICE (src/model/device_spec.h)
 
     // true if the current argument was a model option (consumed with its value)
     bool parse(args & a);

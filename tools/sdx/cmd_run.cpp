@@ -98,7 +98,10 @@ int cmd_run(int argc, char ** argv) {
                 human_bytes(avail.bytes).c_str(), avail.source.c_str());
     printf("  cpu: %s, instruction set %s (CPU: %s%s)\n", sd_cpu_model_name(), sd_cpu_isa(), sd_cpu_isa_detected(),
            getenv("GGML_CPU_ISA") && *getenv("GGML_CPU_ISA") ? ", capped by GGML_CPU_ISA" : "");
-    if (o.device != "cpu") printf("  device: %s (CPU fallback for what it declines)\n", o.device.c_str());
+    if (r.device_backend()) {
+        printf("  device: %s = %s (CPU fallback for what it declines)\n", o.device.c_str(),
+               ggml_backend_name(r.device_backend()));
+    }
     fflush(stdout);
 
     const std::vector<float> x    = krea2::synthetic_input(c, o.seed);
@@ -129,11 +132,11 @@ int cmd_run(int argc, char ** argv) {
         load_model(o, krea2::wtype::f32, f, true);
         // the reference is always native F32 on the CPU
         krea2::runner cpu_r;
-        if (o.device != "cpu") {
+        if (r.device_backend()) {
             if (!cpu_r.init(o.threads, err)) fail(err);
             cpu_r.set_abort_callback(abort_poll, nullptr);
         }
-        krea2::runner & ref_r = o.device != "cpu" ? cpu_r : r;
+        krea2::runner & ref_r = r.device_backend() ? cpu_r : r;
         const krea2::runner::result ref = run_stack(ref_r, f, nb, x, tvec, "check f32");
         printf("  check: relative RMS deviation from native F32: %.3e of the output, %.3e of the stack's update (out - x);"
                " native F32 stack %.3f s\n",
