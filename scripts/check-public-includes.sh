@@ -38,7 +38,7 @@ for dir in "$@"; do
                 bad=1
             fi
         done < "$file"
-    done < <(find "$dir" -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.comp' -o -name '*.glsl' \) -print0)
+    done < <(find "$dir" -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.comp' -o -name '*.glsl' -o -name '*.cu' -o -name '*.cuh' \) -print0)
 done
 if ((bad)); then
     echo "check-public-includes: FAIL (use the public headers in ggml/include only)" >&2

@@ -1,0 +1,234 @@
+// convrot.cu — the ConvRot quantizer sd.quantize_i8_convrot.v1 on CUDA, and its launcher for the
+// F32-input INT8 linear (int8.cu).
+//
+// Exactness (int8-convrot-facts.md and the CPU portable kernel, src/core/cpu/int8-convrot.cpp):
+// each group of G values is scaled by 1/sqrt(G) first, then the butterfly stages s = 1, 4, 16, ...
+// run with every quartet sum evaluated left to right in float (__fadd_rn / __fsub_rn: never
+// contracted or reassociated); amax over the whole row is exact in any order; s = amax / 127 and
+// inv = 1 / s are IEEE divisions (__fdiv_rn), q = clamp(round_half_even(v * inv), -127, 127) with
+// NaN -> 0, and a row holding a non-finite rotated value is all zeros with scale NaN. The packed
+// bytes and scales are therefore bit-identical to the CPU kernel's.
+//
+// Layout (the CPU's): rows quantized rows of K bytes, zero rows up to pad4(rows), then the rows
+// F32 scales at byte K * pad4(rows).
+//
+// One 256-thread block per row; the row is walked in chunks of max(1024, G) floats held in shared
+// memory (a chunk is a whole number of groups since G and 1024 are powers of 4 and G divides K).
+// Two passes, as the CPU's portable kernel: amax over the rotated row, then the rotation again
+// and the quantization (recomputing gives the same bits and keeps shared memory bounded).
+// Groups up to 4096 use at most 16 KiB of shared memory; 16384 needs 64 KiB (opt-in, checked
+// against the device). Larger groups decline, and the scheduler runs the node on the CPU.
+//
+// The standalone activation fusions of the spec (Scale / Norm / modulation / SwiGLU / SiLU /
+// Sigmoid -> ConvRot) are not implemented here yet; those chains run as separate nodes.
+
+#include "cuda_kernels.h"
+
+#include "../ggml_extensions.h"
+#include "../kernel_desc.h"
+
+#include <cfloat>
+#include <cmath>
+#include <mutex>
+
+namespace SD_CUDA_NAMESPACE {
+
+namespace {
+
+constexpr int     kQuantThreads  = 256;
+constexpr int     kMinChunk      = 1024;
+constexpr int     kMaxGroup      = 16384;
+constexpr int64_t kDefaultSmem   = 48 * 1024;
+
+int chunk_floats(int group) { return group > kMinChunk ? group : kMinChunk; }
+
+// Rotates s[0, len) in place (len a multiple of G, G > 1), every thread of the block taking part.
+__device__ void rotate_chunk(float * s, int len, int G, float c) {
+    for (int i = threadIdx.x; i < len; i += blockDim.x) s[i] = __fmul_rn(s[i], c);
+    __syncthreads();
+    for (int st = 1; st < G; st *= 4) {
+        for (int q = threadIdx.x; q < len / 4; q += blockDim.x) {
+            const int   base = (q / st) * 4 * st + q % st;
+            const float a = s[base], b = s[base + st], cc = s[base + 2 * st], d = s[base + 3 * st];
+            s[base]          = __fsub_rn(__fadd_rn(__fadd_rn(a, b), cc), d);
+            s[base + st]     = __fadd_rn(__fsub_rn(__fadd_rn(a, b), cc), d);
+            s[base + 2 * st] = __fadd_rn(__fadd_rn(__fsub_rn(a, b), cc), d);
+            s[base + 3 * st] = __fadd_rn(__fadd_rn(__fadd_rn(-a, b), cc), d);
+        }
+        __syncthreads();
+    }
+}
+
+// Loads x[c0, c0 + len) into s and rotates it.
+__device__ void load_rotated(float * s, const float * x, int len, int G, float c) {
+    for (int i = threadIdx.x; i < len; i += blockDim.x) s[i] = x[i];
+    __syncthreads();
+    if (G > 1) rotate_chunk(s, len, G, c);
+}
+
+// q = clamp(round_half_even(f), -127, 127); NaN (0 * Inf) -> 0
+__device__ inline int8_t quant_value(float f) {
+    if (!(f == f)) return 0;
+    f = fminf(fmaxf(f, -127.0f), 127.0f);
+    return (int8_t) __float2int_rn(f);
+}
+
+__global__ void __launch_bounds__(kQuantThreads)
+    quantize_kernel(const float * __restrict__ x, int8_t * __restrict__ q, float * __restrict__ scales, int64_t K,
+                    int G, float gscale, int chunk) {
+    extern __shared__ float s[];
+    __shared__ float red_max[kQuantThreads / 32];
+    __shared__ int   red_nf[kQuantThreads / 32];
+    const int64_t    r  = blockIdx.x;
+    const float *    xr = x + r * K;
+    int8_t *         qr = q + r * K;
+
+    // pass 1: amax of the rotated row, and whether any rotated value is non-finite
+    float amax = 0.0f;
+    int   nf   = 0;
+    for (int64_t c0 = 0; c0 < K; c0 += chunk) {
+        const int len = (int) (K - c0 < chunk ? K - c0 : chunk);
+        load_rotated(s, xr + c0, len, G, gscale);
+        for (int i = threadIdx.x; i < len; i += blockDim.x) {
+            const float a = fabsf(s[i]);
+            if (!(a <= FLT_MAX)) nf = 1;
+            else amax = fmaxf(amax, a);
+        }
+        __syncthreads(); // s is reloaded next
+    }
+    amax = warp_max_f32(amax);
+    nf   = warp_or(nf);
+    if (threadIdx.x % 32 == 0) {
+        red_max[threadIdx.x / 32] = amax;
+        red_nf[threadIdx.x / 32]  = nf;
+    }
+    __syncthreads();
+    amax = 0.0f;
+    nf   = 0;
+    for (int w = 0; w < kQuantThreads / 32; ++w) {
+        amax = fmaxf(amax, red_max[w]);
+        nf |= red_nf[w];
+    }
+    const float sx  = nf ? NAN : __fdiv_rn(amax, 127.0f);
+    const float inv = (nf || sx == 0.0f) ? 0.0f : __fdiv_rn(1.0f, sx);
+    if (threadIdx.x == 0) scales[r] = sx;
+    if (nf || sx == 0.0f) { // all zeros (scale NaN for a non-finite row)
+        for (int64_t i = threadIdx.x; i < K; i += blockDim.x) qr[i] = 0;
+        return;
+    }
+    // pass 2: the same rotation again, quantized
+    for (int64_t c0 = 0; c0 < K; c0 += chunk) {
+        const int len = (int) (K - c0 < chunk ? K - c0 : chunk);
+        load_rotated(s, xr + c0, len, G, gscale);
+        for (int i = threadIdx.x; i < len; i += blockDim.x) qr[c0 + i] = quant_value(__fmul_rn(s[i], inv));
+        __syncthreads();
+    }
+}
+
+bool valid_group(int g) { return g >= 1 && (g & (g - 1)) == 0 && (g & 0x55555555) != 0; }
+
+// The 64 KiB opt-in of group 16384, once per device (a function attribute, not stream work).
+bool allow_large_chunk(int device, size_t bytes) {
+    static std::mutex mu;
+    static bool       done[64] = {};
+    if (bytes <= (size_t) kDefaultSmem) return true;
+    std::lock_guard<std::mutex> lock(mu);
+    if (device >= 0 && device < 64 && done[device]) return true;
+    if (!cuda_ok(cudaFuncSetAttribute(quantize_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes),
+                 "quantizer shared-memory opt-in"))
+        return false;
+    if (device >= 0 && device < 64) done[device] = true;
+    return true;
+}
+
+} // namespace
+
+bool quantizer_group_supported(ggml_backend_dev_t dev, int group) {
+    if (!valid_group(group) || group > kMaxGroup) return false;
+    const size_t bytes = sizeof(float) * (size_t) chunk_floats(group);
+    if (bytes <= (size_t) kDefaultSmem) return true;
+    ggml_ext_gpu_device_info info{};
+    return dev && device_info(dev, info) && info.shared_mem_per_block_optin >= bytes + 1024;
+}
+
+bool launch_quantize(const float * x, void * dst, int64_t K, int64_t rows, int group, cudaStream_t stream) {
+    if (rows <= 0) return true;
+    const int64_t prows  = pad_up(rows, 4);
+    int8_t *      q      = (int8_t *) dst;
+    float *       scales = (float *) (q + K * prows);
+    const int     G      = group < 1 ? 1 : group;
+    const int     chunk  = chunk_floats(G);
+    const size_t  smem   = sizeof(float) * (size_t) chunk;
+    int           device = -1;
+    if (smem > (size_t) kDefaultSmem && (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") || !allow_large_chunk(device, smem)))
+        return false;
+    const float gscale = 1.0f / sqrtf((float) G); // a power of two for G = 4^n: exact, as the CPU's
+    quantize_kernel<<<(unsigned) rows, kQuantThreads, smem, stream>>>(x, q, scales, K, G, gscale, chunk);
+    if (!launched("quantize_i8_convrot")) return false;
+    if (prows > rows && !cuda_ok(cudaMemsetAsync(q + K * rows, 0, (size_t) ((prows - rows) * K), stream), "pad rows"))
+        return false;
+    return true;
+}
+
+bool quantize_node_supported(ggml_backend_dev_t dev, const ggml_tensor * node) {
+    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
+    ggml_ext_gpu_device_info info{};
+    if (dev && !device_info(dev, info)) return false;
+    const ggml_tensor * x = node->src[0];
+    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || !aligned_to(x, 4)) return false;
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const int64_t K = x->ne[0], rows = rows_of(x);
+    if (K <= 0 || rows <= 0 || rows > INT32_MAX || K % at.group != 0 || !quantizer_group_supported(dev, at.group))
+        return false;
+    return node->type == GGML_TYPE_I8 && ggml_is_contiguous(node) && aligned_to(node, 4) && node->ne[0] == K &&
+           node->ne[1] == packed_ne1(K, rows) && node->ne[2] == 1 && node->ne[3] == 1;
+}
+
+namespace {
+
+bool quant_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) { return quantize_node_supported(dev, node); }
+
+ggml_status quant_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
+    *state = nullptr;
+    *ws    = ggml_nbytes(nodes->nodes[nodes->n_nodes - 1]); // staging when the output overlaps the input
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
+                          void *) {
+    ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
+    exec_ctx      ctx;
+    if (!get_exec(backend, ctx)) return GGML_STATUS_FAILED;
+    const ggml_tensor * x = node->src[0];
+    sd_quantize_i8_attrs at{};
+    ggml_ext_get_attrs(node, &at, sizeof(at));
+    const bool stage = overlaps(node, x);
+    if (stage && (!ws || ws_bytes < ggml_nbytes(node))) return GGML_STATUS_FAILED;
+    void * dst = stage ? ws : node->data;
+    if (!launch_quantize((const float *) x->data, dst, x->ne[0], rows_of(x), at.group, ctx.stream))
+        return GGML_STATUS_FAILED;
+    // the bytes after the scales (the last K-byte row's remainder) are never read; zero them so
+    // the output is deterministic like the CPU's staging copy
+    const size_t used = (size_t) (x->ne[0] * pad_up(rows_of(x), 4)) + sizeof(float) * (size_t) rows_of(x);
+    if (ggml_nbytes(node) > used &&
+        !cuda_ok(cudaMemsetAsync((char *) dst + used, 0, ggml_nbytes(node) - used, ctx.stream), "scale tail"))
+        return GGML_STATUS_FAILED;
+    if (stage && !cuda_ok(cudaMemcpyAsync(node->data, ws, ggml_nbytes(node), cudaMemcpyDeviceToDevice, ctx.stream),
+                          "quantizer copy"))
+        return GGML_STATUS_FAILED;
+    return GGML_STATUS_SUCCESS;
+}
+
+} // namespace
+
+bool register_convrot(ggml_backend_dev_t dev) {
+    using namespace sd_kernels;
+    const ggml_ext_kernel_desc descs[] = {
+        op_kernel(SD_CUDA_KERNEL_QUANTIZE_I8, sd_op_quantize_i8_convrot(), quant_supports, quant_prepare,
+                  quant_execute),
+    };
+    return register_all(dev, descs, 1, "sd cuda convrot");
+}
+
+} // namespace SD_CUDA_NAMESPACE
