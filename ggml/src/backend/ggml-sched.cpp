@@ -9,6 +9,12 @@
 // address exists), each backend gets one workspace buffer sized by the maximum of its plans'
 // requests (grows only, reported by get_buffer_size), and plans are reused by every compute
 // until the scheduler is reset or allocates again.
+//
+// Plan hooks: without an evaluation callback and with one pipeline copy, a backend's optional
+// plan_begin / plan_end (ggml-backend-impl.h) bracket each of its splits. plan_begin is told the
+// split's steps (kernel, registration flags, workspace request), the workspace buffer and an
+// identity that changes whenever the plan is rebuilt or prepared again; it may answer that it
+// replayed the plan's work itself, and the range is then not executed.
 
 #include "alloc/ggml-alloc-impl.h"
 #include "backend/ggml-sched-impl.h"
