@@ -4,13 +4,22 @@
 // invocation per output, no tiling) on the same device, all measured in this run:
 //
 //   mul_mat F32 / F16 / BF16 weights   GFLOP/s (2*M*N*K)
+//   mul_mat Q8_0 / Q4_K weights        vs the CPU backend and the Vulkan F32 mul_mat of the shape
 //   flash_attn_ext F16 K/V, head 128   GFLOP/s (4*D*n_q*n_kv*heads)
 //   add F32, cpy F32 -> F16            GB/s (bytes read + written)
+//
+// With sd-core in the build (bench-vulkan-krea2.cpp): the INT8 ConvRot linear (vs the CPU
+// backend and the previous Vulkan INT8 kernel) and one Krea2 DiT block in F32 and INT8 (the
+// Vulkan INT8 block vs the Vulkan F32 block, vs the CPU backend and vs the previous INT8 kernel;
+// real hidden width 6144 with few tokens by default, --smoke: width 256).
 //
 // Data stays on the device between repetitions; each repetition is one graph compute (one
 // submission, waited for). On lavapipe the shader quality shows in the ratio to the plain shader.
 
 #include "bench-util.h"
+#ifdef BENCH_VK_HAVE_SD
+#include "bench-vulkan-krea2.h"
+#endif
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -25,6 +34,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -37,10 +47,13 @@ struct options {
     std::vector<std::array<int64_t, 3>> shapes; // --shape M,N,K (replaces the default GEMM shapes)
     int    threads    = 0;
     double min_time_s = 1.0;
+    bool   block      = true; // the sd rows: INT8 ConvRot linear and the Krea2 block (sd-core builds)
+    int    block_hidden = 6144, block_tokens = 64;
 };
 
 void usage(const char * argv0) {
-    printf("usage: %s [--smoke] [--large] [--json] [--threads N] [--min-time SECONDS]\n"
+    printf("usage: %s [--smoke] [--large] [--json] [--threads N] [--min-time SECONDS] [--cpu-clock]\n"
+           "          [--block-hidden N] [--block-tokens N] [--no-block]\n"
            "\n"
            "  --smoke        tiny shapes, one repetition (checks that everything runs; timings meaningless)\n"
            "  --large        also GEMM m=3072 n=512 k=3072 and the issue's m=4096 n=512 k=14336 (slow on lavapipe)\n"
@@ -48,7 +61,12 @@ void usage(const char * argv0) {
            "  --no-plain     skip the plain-loop shader baseline\n"
            "  --json         also print one JSON object per result\n"
            "  --threads N    CPU backend threads (default: its default)\n"
-           "  --min-time S   time each measurement for at least S seconds (default 1)\n",
+           "  --min-time S   time each measurement for at least S seconds (default 1)\n"
+           "  --cpu-clock    time by the process's CPU seconds / cores instead of wall time (a machine\n"
+           "                 shared with other work; lavapipe's workers are this process's threads)\n"
+           "  --block-hidden N  the Krea2 block's hidden width, a multiple of 128 (default 6144, the model's)\n"
+           "  --block-tokens N  the Krea2 block's tokens (default 64)\n"
+           "  --no-block     skip the INT8 ConvRot linear and the Krea2 block\n",
            argv0);
 }
 
@@ -87,6 +105,7 @@ bool make_graph(op_graph & og, ggml_backend_t backend, const build_fn & build) {
         if (t->type == GGML_TYPE_F32) memcpy(bytes.data(), f.data(), bytes.size());
         else if (t->type == GGML_TYPE_F16) ggml_fp32_to_fp16_row(f.data(), (ggml_fp16_t *) bytes.data(), n);
         else if (t->type == GGML_TYPE_BF16) ggml_fp32_to_bf16_row(f.data(), (ggml_bf16_t *) bytes.data(), n);
+        else if (ggml_is_quantized(t->type)) ggml_quantize_chunk(t->type, f.data(), bytes.data(), 0, n / t->ne[0], t->ne[0], nullptr);
         ggml_backend_tensor_set(t, bytes.data(), 0, bytes.size());
     }
     return true;
@@ -137,9 +156,25 @@ int main(int argc, char ** argv) {
         }
         if (r.int_opt("--threads", 1, 512, o.threads)) continue;
         if (r.double_opt("--min-time", 0.0, 600.0, o.min_time_s)) continue;
+        bool flag = false;
+        if (r.flag("--cpu-clock", flag)) {
+            const unsigned n = std::thread::hardware_concurrency();
+            bench::set_cpu_clock(n ? (int) n : 1);
+            continue;
+        }
+        if (r.flag("--no-block", flag)) {
+            o.block = false;
+            continue;
+        }
+        if (r.int_opt("--block-hidden", 128, 65536, o.block_hidden)) continue;
+        if (r.int_opt("--block-tokens", 2, 65536, o.block_tokens)) continue;
         r.unknown();
     }
     if (!r.ok()) return 2;
+    if (o.block_hidden % 128 != 0) {
+        fprintf(stderr, "bench-vulkan: --block-hidden must be a multiple of 128 (the head dim)\n");
+        return 2;
+    }
 
     const int n_dev = ggml_backend_vk_get_device_count();
     if (n_dev == 0) {
@@ -152,7 +187,8 @@ int main(int argc, char ** argv) {
     if (o.threads > 0) ggml_backend_cpu_set_n_threads(cpu, o.threads);
 
     struct mm_shape { int64_t m, n, k; };
-    std::vector<mm_shape> mm = o.smoke ? std::vector<mm_shape>{{64, 16, 64}}
+    // K a multiple of 256: whole Q4_K blocks
+    std::vector<mm_shape> mm = o.smoke ? std::vector<mm_shape>{{64, 16, 256}}
                                        : std::vector<mm_shape>{{1024, 512, 1024}};
     if (o.large && !o.smoke) {
         mm.push_back({3072, 512, 3072});
@@ -178,8 +214,33 @@ int main(int argc, char ** argv) {
         bench::print_table_header();
         const std::string dn = ggml_backend_name(vk);
 
-        for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
-            for (const mm_shape & s : mm) {
+        std::vector<bench::timing> f32_vk(mm.size()); // the Vulkan F32 mul_mat per shape (the quantized types' baseline)
+        for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K}) {
+            for (size_t si = 0; si < mm.size(); ++si) {
+                const mm_shape & s = mm[si];
+                if (ggml_is_quantized(wt)) {
+                    // vs the CPU backend and the Vulkan F32 mul_mat of the same shape (the previous
+                    // quantized kernel is chosen once per process: GGML_VK_MMQ=generic)
+                    if (s.k % ggml_blck_size(wt) != 0) continue;
+                    const build_fn b = [&](ggml_context * c) {
+                        return ggml_mul_mat(c, ggml_new_tensor_2d(c, wt, s.k, s.m), ggml_new_tensor_2d(c, GGML_TYPE_F32, s.k, s.n));
+                    };
+                    bool                ok_vk, ok_cpu;
+                    const bench::timing t_vk  = time_graph(vk, b, o, &ok_vk);
+                    const bench::timing t_cpu = time_graph(cpu, b, o, &ok_cpu);
+                    if (!ok_vk || !ok_cpu) {
+                        fprintf(stderr, "bench-vulkan: mul_mat %s could not run\n", ggml_type_name(wt));
+                        rc = 1;
+                        continue;
+                    }
+                    const std::string shape = std::string(ggml_type_name(wt)) + " m" + std::to_string(s.m) + " n" +
+                                              std::to_string(s.n) + " k" + std::to_string(s.k);
+                    const double flops = 2.0 * (double) s.m * (double) s.n * (double) s.k;
+                    report(o, {dn + " mul_mat", shape, t_vk, flops, false, "CPU backend", t_cpu, ""});
+                    if (f32_vk[si].best_s > 0)
+                        report(o, {dn + " mul_mat", shape, t_vk, flops, false, "Vulkan F32 mul_mat", f32_vk[si], ""});
+                    continue;
+                }
                 const build_fn b = [&](ggml_context * c) {
                     ggml_tensor * w = ggml_new_tensor_2d(c, wt, s.k, s.m);
                     ggml_tensor * x = ggml_new_tensor_2d(c, GGML_TYPE_F32, s.k, s.n);
@@ -210,6 +271,7 @@ int main(int argc, char ** argv) {
                 const std::string shape = std::string(ggml_type_name(wt)) + " m" + std::to_string(s.m) + " n" +
                                           std::to_string(s.n) + " k" + std::to_string(s.k);
                 const double flops = 2.0 * (double) s.m * (double) s.n * (double) s.k;
+                if (wt == GGML_TYPE_F32) f32_vk[si] = t_vk;
                 report(o, {dn + " mul_mat", shape, t_vk, flops, false, "CPU backend", t_cpu});
                 report(o, {dn + " mul_mat", shape, t_vk, flops, false, "previous kernel", t_prev});
                 if (o.plain) report(o, {dn + " mul_mat", shape, t_vk, flops, false, "plain shader", t_plain});
@@ -262,6 +324,20 @@ int main(int argc, char ** argv) {
             }
             report(o, {dn + " " + m.name, "f32 n" + std::to_string(ew_n), t_vk, m.bytes, true, "CPU backend", t_cpu});
         }
+#ifdef BENCH_VK_HAVE_SD
+        if (o.block) {
+            bench_vk_sd::options so;
+            so.smoke   = o.smoke;
+            so.threads = o.threads;
+            so.device  = d;
+            so.hidden  = o.block_hidden;
+            so.tokens  = o.block_tokens;
+            std::vector<bench::row> sd_rows;
+            if (!bench_vk_sd::int8_linear_rows(so, sd_rows)) rc = 1;
+            if (!bench_vk_sd::krea2_block_rows(so, sd_rows)) rc = 1;
+            for (const bench::row & row : sd_rows) report(o, row);
+        }
+#endif
         ggml_backend_free(vk);
     }
     ggml_backend_free(cpu);
