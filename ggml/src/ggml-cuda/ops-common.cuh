@@ -145,19 +145,50 @@ static inline bool ggml_cuda_rows_packed(const ggml_tensor * t) {
     return t->ne[0] <= 1 || t->nb[0] == ggml_type_size(t->type);
 }
 
+// the node and its first n_src sources (those present) are element-aligned
+static inline bool ggml_cuda_aligned_all(const ggml_tensor * node, int n_src) {
+    if (!ggml_cuda_elem_aligned(node)) return false;
+    for (int i = 0; i < n_src; ++i) {
+        if (node->src[i] && !ggml_cuda_elem_aligned(node->src[i])) return false;
+    }
+    return true;
+}
+
+// one float input of the node's type and shape
+static inline bool ggml_cuda_same_float_type(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    return a && ggml_cuda_is_float(a->type) && dst->type == a->type && ggml_are_same_shape(a, dst) &&
+           ggml_cuda_aligned_all(dst, 1);
+}
+
+// element sizes the raw moves (ggml_cuda_copy_elem) handle
+static inline bool ggml_cuda_movable(ggml_type t) {
+    if (ggml_blck_size(t) != 1) return false;
+    const size_t ts = ggml_type_size(t);
+    return ts == 1 || ts == 2 || ts == 4 || ts == 8;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-file entry points. *_supports: whether the file's kernels run this node exactly;
 // *_compute: run it on ctx.stream (only called for supported nodes).
 
 // ops-elementwise.cu: DUP CONT CPY, ADD SUB MUL DIV, SQR SQRT SCALE, UNARY, GLU, CLAMP,
-// LEAKY_RELU, LOG SIN COS
+// LEAKY_RELU, LOG SIN COS, DIAG_MASK_INF
 bool ggml_cuda_elementwise_supports(const ggml_tensor * op);
 void ggml_cuda_elementwise_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
 
-// ops-rows.cu: NORM RMS_NORM L2_NORM GROUP_NORM, SOFT_MAX, ROPE, GET_ROWS, CONCAT PAD REPEAT,
-// ARANGE TIMESTEP_EMBEDDING, UPSCALE, IM2COL, CONV_2D, CONV_2D_DW, POOL_2D
+// ops-rows.cu: NORM RMS_NORM L2_NORM GROUP_NORM, SOFT_MAX, ROPE, SUM SUM_ROWS MEAN ARGMAX
 bool ggml_cuda_rows_supports(const ggml_tensor * op);
 void ggml_cuda_rows_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
+
+// ops-layout.cu: GET_ROWS SET_ROWS, CONCAT PAD REPEAT ROLL, ACC SET, ARANGE TIMESTEP_EMBEDDING
+bool ggml_cuda_layout_supports(const ggml_tensor * op);
+void ggml_cuda_layout_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
+
+// ops-image.cu: UPSCALE, IM2COL, CONV_2D CONV_2D_DW, CONV_TRANSPOSE_1D CONV_TRANSPOSE_2D,
+// POOL_1D POOL_2D
+bool ggml_cuda_image_supports(const ggml_tensor * op);
+void ggml_cuda_image_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
 
 // ops-flash-attn.cu: FLASH_ATTN_EXT
 bool ggml_cuda_flash_attn_supports(const ggml_tensor * op);

@@ -1,6 +1,7 @@
 // ops-elementwise.cu — CUDA kernels of the per-element ops: copies and type conversions (DUP,
 // CONT, CPY), binary arithmetic with ggml's modulo broadcasting (ADD SUB MUL DIV), elementwise
-// maps (SQR, SQRT, SCALE, UNARY, CLAMP, LEAKY_RELU, LOG, SIN, COS) and gated linear units (GLU).
+// maps (SQR, SQRT, SCALE, UNARY, CLAMP, LEAKY_RELU, LOG, SIN, COS, DIAG_MASK_INF) and gated
+// linear units (GLU).
 //
 // Semantics are the CPU backend's (ggml-cpu/ops-elementwise.cpp, ops-index.cpp): everything is
 // computed in F32 and rounded once to the destination type; operands may have any byte strides.
@@ -54,6 +55,7 @@ enum map_op : int {
     MAP_LOG,
     MAP_SIN,
     MAP_COS,
+    MAP_DIAG_MASK_INF, // index-dependent: handled in k_map
 };
 
 __device__ __forceinline__ float apply_map(int op, float x, float p0, float p1) {
@@ -96,12 +98,14 @@ __device__ __forceinline__ float apply_map(int op, float x, float p0, float p1) 
     }
 }
 
-__global__ void k_map(ggml_cuda_tdesc a, ggml_cuda_tdesc d, int op, float p0, float p1, int64_t n) {
+// n_past: DIAG_MASK_INF's diagonal offset (element (i0, i1) is masked when i0 > n_past + i1)
+__global__ void k_map(ggml_cuda_tdesc a, ggml_cuda_tdesc d, int op, float p0, float p1, int64_t n_past, int64_t n) {
     GGML_CUDA_GRID_STRIDE(e, n) {
         int64_t i0, i1, i2, i3;
         ggml_cuda_unravel(e, d.ne, i0, i1, i2, i3);
         const float x = ggml_cuda_load_f32(a.data + ggml_cuda_offset(a, i0, i1, i2, i3), a.type);
-        ggml_cuda_store_f32(d.data + ggml_cuda_offset(d, i0, i1, i2, i3), d.type, apply_map(op, x, p0, p1));
+        const float y = op == MAP_DIAG_MASK_INF ? (i0 > n_past + i1 ? -INFINITY : x) : apply_map(op, x, p0, p1);
+        ggml_cuda_store_f32(d.data + ggml_cuda_offset(d, i0, i1, i2, i3), d.type, y);
     }
 }
 
@@ -165,55 +169,26 @@ __global__ void k_glu(ggml_cuda_tdesc a, ggml_cuda_tdesc b, bool split, bool swa
 // Copies. Element e of the flat (row-major) order of src goes to element e of dst; the shapes
 // may differ (only the element counts match).
 
-__global__ void k_copy(ggml_cuda_tdesc s, ggml_cuda_tdesc d, int64_t n) {
-    const bool raw = s.type == d.type;
+__global__ void k_copy(ggml_cuda_tdesc s, ggml_cuda_tdesc d, int raw_size, int64_t n) {
     GGML_CUDA_GRID_STRIDE(e, n) {
         int64_t s0, s1, s2, s3, d0, d1, d2, d3;
         ggml_cuda_unravel(e, s.ne, s0, s1, s2, s3);
         ggml_cuda_unravel(e, d.ne, d0, d1, d2, d3);
         const char * sp = s.data + ggml_cuda_offset(s, s0, s1, s2, s3);
         char *       dp = d.data + ggml_cuda_offset(d, d0, d1, d2, d3);
-        if (raw) {
+        if (raw_size > 0) {
             // same type: bit-exact (NaN payloads and integer values survive)
-            int size;
-            switch (s.type) {
-                case GGML_TYPE_I8:
-                case GGML_TYPE_F8_E4M3:
-                case GGML_TYPE_F8_E5M2: size = 1; break;
-                case GGML_TYPE_F16:
-                case GGML_TYPE_BF16:
-                case GGML_TYPE_I16: size = 2; break;
-                case GGML_TYPE_I64:
-                case GGML_TYPE_F64: size = 8; break;
-                default: size = 4; break;
-            }
-            ggml_cuda_copy_elem(dp, sp, size);
+            ggml_cuda_copy_elem(dp, sp, raw_size);
         } else {
             ggml_cuda_store_f32(dp, d.type, ggml_cuda_load_f32(sp, s.type));
         }
     }
 }
 
-bool raw_copyable(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_F32:
-        case GGML_TYPE_F16:
-        case GGML_TYPE_BF16:
-        case GGML_TYPE_I8:
-        case GGML_TYPE_I16:
-        case GGML_TYPE_I32:
-        case GGML_TYPE_I64:
-        case GGML_TYPE_F64:
-        case GGML_TYPE_F8_E4M3:
-        case GGML_TYPE_F8_E5M2: return ggml_type_size(t) == 1 || ggml_type_size(t) == 2 || ggml_type_size(t) == 4 ||
-                                       ggml_type_size(t) == 8;
-        default: return false;
-    }
-}
-
 void launch_copy(const ggml_cuda_tdesc & s, const ggml_cuda_tdesc & d, int64_t n, cudaStream_t stream) {
     if (n <= 0) return;
-    k_copy<<<ggml_cuda_ew_blocks(n), GGML_CUDA_EW_THREADS, 0, stream>>>(s, d, n);
+    const int raw_size = s.type == d.type ? (int) ggml_type_size((ggml_type) s.type) : 0;
+    k_copy<<<ggml_cuda_ew_blocks(n), GGML_CUDA_EW_THREADS, 0, stream>>>(s, d, raw_size, n);
 }
 
 bool dup_supported(const ggml_tensor * dst) {
@@ -224,7 +199,7 @@ bool dup_supported(const ggml_tensor * dst) {
         // block-quantized payload: whole tensors only (a memcpy)
         return ggml_is_contiguous(src) && ggml_is_contiguous(dst);
     }
-    if (ts == td) return raw_copyable(ts) && ggml_cuda_elem_aligned(src) && ggml_cuda_elem_aligned(dst);
+    if (ts == td) return ggml_cuda_movable(ts) && ggml_cuda_elem_aligned(src) && ggml_cuda_elem_aligned(dst);
     if (ggml_cuda_is_word(ts) && ggml_cuda_is_word(td)) {
         return ggml_cuda_elem_aligned(src) && ggml_cuda_elem_aligned(dst);
     }
@@ -239,7 +214,8 @@ bool dup_supported(const ggml_tensor * dst) {
 void compute_dup(ggml_cuda_op_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * src = dst->src[0];
     const int64_t       n   = ggml_nelements(dst);
-    if (n == 0 || (src->data == dst->data && ggml_are_same_stride(src, dst) && src->type == dst->type)) {
+    if (n == 0 || (src->data == dst->data && src->type == dst->type && ggml_are_same_shape(src, dst) &&
+                   ggml_are_same_stride(src, dst))) {
         return; // dup_inplace of an identical layout: nothing moves
     }
     if (src->type == dst->type && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) {
@@ -272,12 +248,6 @@ void compute_dup(ggml_cuda_op_ctx & ctx, ggml_tensor * dst) {
 
 // ---------------------------------------------------------------------------------------------
 // Support checks
-
-bool same_float_type(const ggml_tensor * dst) {
-    const ggml_tensor * a = dst->src[0];
-    return a && ggml_cuda_is_float(a->type) && dst->type == a->type && ggml_are_same_shape(a, dst) &&
-           ggml_cuda_elem_aligned(a) && ggml_cuda_elem_aligned(dst);
-}
 
 bool binary_supported(const ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
@@ -323,10 +293,11 @@ bool ggml_cuda_elementwise_supports(const ggml_tensor * op) {
         case GGML_OP_LEAKY_RELU:
         case GGML_OP_LOG:
         case GGML_OP_SIN:
-        case GGML_OP_COS: return same_float_type(op);
+        case GGML_OP_COS:
+        case GGML_OP_DIAG_MASK_INF: return ggml_cuda_same_float_type(op);
         case GGML_OP_UNARY: {
             const int u = (int) ggml_get_unary_op(op);
-            return u >= 0 && u < GGML_UNARY_OP_COUNT && u != GGML_UNARY_OP_XIELU && same_float_type(op);
+            return u >= 0 && u < GGML_UNARY_OP_COUNT && u != GGML_UNARY_OP_XIELU && ggml_cuda_same_float_type(op);
         }
         case GGML_OP_GLU: return glu_supported(op);
         default: return false;
@@ -339,8 +310,8 @@ void ggml_cuda_elementwise_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node) {
     const unsigned blocks = ggml_cuda_ew_blocks(n);
     const int      T      = GGML_CUDA_EW_THREADS;
 
-    auto run_map = [&](int op, float p0, float p1) {
-        k_map<<<blocks, T, 0, ctx.stream>>>(ggml_cuda_desc(node->src[0]), ggml_cuda_desc(node), op, p0, p1, n);
+    auto run_map = [&](int op, float p0, float p1, int64_t n_past = 0) {
+        k_map<<<blocks, T, 0, ctx.stream>>>(ggml_cuda_desc(node->src[0]), ggml_cuda_desc(node), op, p0, p1, n_past, n);
     };
 
     switch (node->op) {
@@ -368,6 +339,7 @@ void ggml_cuda_elementwise_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node) {
         case GGML_OP_LOG: run_map(MAP_LOG, 0.0f, 0.0f); break;
         case GGML_OP_SIN: run_map(MAP_SIN, 0.0f, 0.0f); break;
         case GGML_OP_COS: run_map(MAP_COS, 0.0f, 0.0f); break;
+        case GGML_OP_DIAG_MASK_INF: run_map(MAP_DIAG_MASK_INF, 0.0f, 0.0f, ggml_get_op_params_i32(node, 0)); break;
         case GGML_OP_UNARY: run_map((int) ggml_get_unary_op(node), 0.0f, 0.0f); break;
         case GGML_OP_GLU: {
             const ggml_tensor * a = node->src[0];
