@@ -1,0 +1,516 @@
+// test-cuda.cpp — the CUDA backend (ggml/src/ggml-cuda), in one process.
+//
+// * Registry (runs everywhere, GPU or not): the "CUDA" family exists in a GGML_CUDA build, with
+//   zero devices on a machine without a GPU; out-of-range queries answer "nothing"; devices are
+//   named like upstream's and listed before the CPU; `sdx run --device cuda` without a device
+//   is a clear error.
+// * On a CUDA device (each test prints "no CUDA device" and is skipped without one): memory
+//   (device buffers, pinned host buffers, device-to-device copies, async transfers and events),
+//   mul_mat through cuBLAS at model-like sizes, the scheduler on CPU + CUDA graphs, and every
+//   backend-ops case (tests/backend-ops-cases-*.cpp, the CPU's and Vulkan's cases) against the
+//   double-precision references and against the CPU backend.
+
+#include "backend-ops-cases.h"
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml-cuda.h"
+
+#ifdef SDX_BIN
+#include "support/run-tool.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <regex>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace {
+
+bool have_device() { return ggml_backend_cuda_get_device_count() > 0; }
+
+#define SKIP_WITHOUT_CUDA_DEVICE()                               \
+    do {                                                         \
+        if (!have_device()) GTEST_SKIP() << "no CUDA device";    \
+    } while (0)
+
+// The NVIDIA driver's control node: without it no CUDA device can exist on this machine.
+bool nvidia_driver_present() {
+    struct stat st;
+    return stat("/dev/nvidiactl", &st) == 0;
+}
+
+// one backend per device and one CPU backend for the whole process, freed by BackendsFreer
+std::vector<ggml_backend_t> & cuda_backends() {
+    static std::vector<ggml_backend_t> backends;
+    return backends;
+}
+
+ggml_backend_t cuda_backend(size_t dev) {
+    std::vector<ggml_backend_t> & backends = cuda_backends();
+    if (backends.empty()) {
+        for (int i = 0; i < ggml_backend_cuda_get_device_count(); i++) backends.push_back(ggml_backend_cuda_init(i));
+    }
+    return dev < backends.size() ? backends[dev] : nullptr;
+}
+
+ggml_backend_t & cpu_backend_slot() {
+    static ggml_backend_t cpu = nullptr;
+    return cpu;
+}
+
+ggml_backend_t cpu_backend() {
+    if (!cpu_backend_slot()) cpu_backend_slot() = ggml_backend_cpu_init();
+    return cpu_backend_slot();
+}
+
+class BackendsFreer : public ::testing::Environment {
+  public:
+    void TearDown() override {
+        for (ggml_backend_t b : cuda_backends()) ggml_backend_free(b);
+        cuda_backends().clear();
+        if (cpu_backend_slot()) ggml_backend_free(cpu_backend_slot());
+        cpu_backend_slot() = nullptr;
+    }
+};
+
+struct ctx_guard {
+    ggml_context * ctx;
+    ~ctx_guard() { ggml_free(ctx); }
+};
+struct buf_guard {
+    ggml_backend_buffer_t buf;
+    ~buf_guard() {
+        if (buf) ggml_backend_buffer_free(buf);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Registry (no GPU needed)
+
+TEST(CudaRegistry, FamilyIsRegisteredAsCuda) {
+    ggml_backend_reg_t reg = ggml_backend_reg_by_name(GGML_CUDA_NAME);
+    ASSERT_NE(reg, nullptr) << "a GGML_CUDA build registers the CUDA family";
+    EXPECT_EQ(reg, ggml_backend_cuda_reg());
+    EXPECT_STREQ(ggml_backend_reg_name(reg), "CUDA");
+    EXPECT_EQ(ggml_backend_reg_dev_count(reg), (size_t) ggml_backend_cuda_get_device_count());
+}
+
+TEST(CudaRegistry, NoGpuMeansZeroDevices) {
+    if (nvidia_driver_present()) GTEST_SKIP() << "an NVIDIA driver is present: devices may exist";
+    EXPECT_EQ(ggml_backend_cuda_get_device_count(), 0);
+    EXPECT_EQ(ggml_backend_reg_dev_count(ggml_backend_cuda_reg()), 0u);
+    EXPECT_EQ(ggml_backend_cuda_host_buffer_type(), nullptr);
+    EXPECT_EQ(ggml_backend_cuda_init(0), nullptr);
+    EXPECT_EQ(ggml_backend_dev_by_name("CUDA0"), nullptr);
+    // the CPU still works as the only device of its kind
+    EXPECT_NE(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU), nullptr);
+}
+
+TEST(CudaRegistry, OutOfRangeQueriesAnswerNothing) {
+    const int n = ggml_backend_cuda_get_device_count();
+    for (int bad : {-1, n, GGML_CUDA_MAX_DEVICES}) {
+        EXPECT_EQ(ggml_backend_cuda_init(bad), nullptr) << bad;
+        EXPECT_EQ(ggml_backend_cuda_buffer_type(bad), nullptr) << bad;
+        char desc[64] = "unchanged";
+        ggml_backend_cuda_get_device_description(bad, desc, sizeof(desc));
+        EXPECT_STREQ(desc, "") << bad;
+        size_t free_mem = 1, total = 1;
+        ggml_backend_cuda_get_device_memory(bad, &free_mem, &total);
+        EXPECT_EQ(free_mem, 0u);
+        EXPECT_EQ(total, 0u);
+    }
+    ggml_backend_cuda_get_device_description(0, nullptr, 0); // no buffer: nothing written, no crash
+    EXPECT_FALSE(ggml_backend_cuda_register_host_buffer(nullptr, 4096));
+    ggml_backend_cuda_unregister_host_buffer(nullptr);
+    EXPECT_FALSE(ggml_backend_is_cuda(nullptr));
+    EXPECT_FALSE(ggml_backend_is_cuda(cpu_backend()));
+}
+
+TEST(CudaRegistry, UnknownProcAddressIsNull) {
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(ggml_backend_cuda_reg(), "ggml_no_such_function"), nullptr);
+    EXPECT_EQ(ggml_backend_reg_get_proc_address(ggml_backend_cuda_reg(), "ggml_backend_register_host_buffer"),
+              (void *) ggml_backend_cuda_register_host_buffer);
+}
+
+TEST(CudaRegistry, DevicesNamedLikeUpstreamAndListedBeforeTheCpu) {
+    ggml_backend_reg_t reg = ggml_backend_cuda_reg();
+    const size_t       n   = ggml_backend_reg_dev_count(reg);
+    for (size_t i = 0; i < n; i++) {
+        ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, i);
+        EXPECT_EQ(std::string(ggml_backend_dev_name(dev)), "CUDA" + std::to_string(i));
+        EXPECT_EQ(ggml_backend_dev_backend_reg(dev), reg);
+        EXPECT_EQ(ggml_backend_dev_by_name(ggml_backend_dev_name(dev)), dev);
+    }
+    ASSERT_GE(ggml_backend_dev_count(), n + 1);
+    EXPECT_EQ(ggml_backend_dev_type(ggml_backend_dev_get(ggml_backend_dev_count() - 1)), GGML_BACKEND_DEVICE_TYPE_CPU);
+}
+
+#ifdef SDX_BIN
+// `sdx run --device cuda` where the build has CUDA but the machine no device: a clear error
+// naming the devices there are, not a crash or a silent CPU run.
+TEST(CudaRegistry, SdxDeviceCudaWithoutADeviceIsAnError) {
+    if (have_device()) GTEST_SKIP() << "a CUDA device exists";
+    const sd_test::tool_result r = sd_test::run_tool(
+        SDX_BIN, "run --device cuda --hidden 256 --heads 2 --kv-heads 1 --mlp 512 --tokens 16 --blocks 1",
+        "sdx-cuda-test-");
+    EXPECT_NE(r.rc, 0) << r.out;
+    EXPECT_NE(r.err.find("no such CUDA device (0 found"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("CPU"), std::string::npos) << "the devices there are are listed: " << r.err;
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Device and memory
+
+TEST(CudaDevice, PropertiesAndBufferTypes) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (int i = 0; i < ggml_backend_cuda_get_device_count(); i++) {
+        ggml_backend_dev_t dev = ggml_backend_reg_dev_get(ggml_backend_cuda_reg(), (size_t) i);
+        char               desc[256];
+        ggml_backend_cuda_get_device_description(i, desc, sizeof(desc));
+        EXPECT_STREQ(desc, ggml_backend_dev_description(dev));
+        EXPECT_GT(strlen(desc), 0u);
+        size_t free_mem = 0, total = 0;
+        ggml_backend_cuda_get_device_memory(i, &free_mem, &total);
+        EXPECT_GT(total, 0u);
+        EXPECT_LE(free_mem, total);
+        EXPECT_EQ(ggml_backend_dev_buffer_type(dev), ggml_backend_cuda_buffer_type(i));
+        EXPECT_TRUE(ggml_backend_dev_supports_buft(dev, ggml_backend_cuda_buffer_type(i)));
+        EXPECT_FALSE(ggml_backend_dev_supports_buft(dev, ggml_backend_cpu_buffer_type()));
+        EXPECT_FALSE(ggml_backend_buft_is_host(ggml_backend_cuda_buffer_type(i)));
+        ggml_backend_dev_props props;
+        ggml_backend_dev_get_props(dev, &props);
+        EXPECT_TRUE(props.caps.async);
+        EXPECT_TRUE(props.caps.events);
+    }
+    ggml_backend_t be = cuda_backend(0);
+    ASSERT_NE(be, nullptr);
+    EXPECT_TRUE(ggml_backend_is_cuda(be));
+    EXPECT_STREQ(ggml_backend_name(be), "CUDA0");
+}
+
+TEST(CudaDevice, BuffersRoundTripMemsetCopyClear) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    ctx_guard     ctx{ggml_init({4 * ggml_tensor_overhead(), nullptr, true})};
+    ggml_tensor * a = ggml_new_tensor_2d(ctx.ctx, GGML_TYPE_F16, 33, 7);
+    ggml_tensor * b = ggml_new_tensor_2d(ctx.ctx, GGML_TYPE_F16, 33, 7);
+    buf_guard     buf{ggml_backend_alloc_ctx_tensors(ctx.ctx, cuda_backend(0))};
+    ASSERT_NE(buf.buf, nullptr);
+    std::vector<uint16_t> v(33 * 7), out(33 * 7, 0);
+    for (size_t i = 0; i < v.size(); i++) v[i] = (uint16_t) (i * 31 + 5);
+    ggml_backend_tensor_set(a, v.data(), 0, ggml_nbytes(a));
+    ggml_backend_tensor_memset(b, 0xAB, 0, ggml_nbytes(b));
+    ggml_backend_tensor_memset(b, 0x12, 2, 4);
+    ggml_backend_tensor_get(b, out.data(), 0, ggml_nbytes(b));
+    EXPECT_EQ(out[0], 0xABABu);
+    EXPECT_EQ(out[1], 0x1212u);
+    EXPECT_EQ(out[2], 0x1212u);
+    EXPECT_EQ(out[3], 0xABABu);
+    ggml_backend_tensor_copy(a, b); // device to device
+    ggml_backend_tensor_get(b, out.data(), 0, ggml_nbytes(b));
+    EXPECT_EQ(out, v);
+    ggml_backend_buffer_clear(buf.buf, 0);
+    ggml_backend_tensor_get(b, out.data(), 0, ggml_nbytes(b));
+    EXPECT_EQ(out, std::vector<uint16_t>(33 * 7, 0));
+}
+
+TEST(CudaDevice, PinnedHostBufferIsUsableByTheCpu) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    ggml_backend_buffer_type_t hb = ggml_backend_cuda_host_buffer_type();
+    ASSERT_NE(hb, nullptr);
+    EXPECT_TRUE(ggml_backend_buft_is_host(hb));
+    ctx_guard     ctx{ggml_init({8 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true})};
+    ggml_tensor * a = ggml_new_tensor_1d(ctx.ctx, GGML_TYPE_F32, 1000);
+    ggml_tensor * b = ggml_sqr(ctx.ctx, a);
+    ggml_cgraph * g = ggml_new_graph(ctx.ctx);
+    ggml_build_forward_expand(g, b);
+    buf_guard buf{ggml_backend_alloc_ctx_tensors_from_buft(ctx.ctx, hb)};
+    ASSERT_NE(buf.buf, nullptr);
+    for (int i = 0; i < 1000; i++) ((float *) a->data)[i] = (float) i;
+    ASSERT_EQ(ggml_backend_graph_compute(cpu_backend(), g), GGML_STATUS_SUCCESS);
+    for (int i = 0; i < 1000; i++) ASSERT_EQ(((float *) b->data)[i], (float) i * (float) i);
+}
+
+TEST(CudaDevice, RegisteredHostMemoryStaysUsable) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    std::vector<float> host(1 << 16, 1.5f);
+    EXPECT_TRUE(ggml_backend_cuda_register_host_buffer(host.data(), host.size() * sizeof(float)));
+    host[7] = 2.5f;
+    EXPECT_EQ(host[7], 2.5f);
+    ggml_backend_cuda_unregister_host_buffer(host.data());
+}
+
+TEST(CudaDevice, AsyncTransfersAndEventsOrderWork) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    ggml_backend_t be = cuda_backend(0);
+    ctx_guard      ctx{ggml_init({8 * ggml_tensor_overhead(), nullptr, true})};
+    ggml_tensor *  a = ggml_new_tensor_1d(ctx.ctx, GGML_TYPE_F32, 4096);
+    ggml_tensor *  b = ggml_new_tensor_1d(ctx.ctx, GGML_TYPE_F32, 4096);
+    buf_guard      buf{ggml_backend_alloc_ctx_tensors(ctx.ctx, be)};
+    ASSERT_NE(buf.buf, nullptr);
+    std::vector<float> v(4096), out(4096, 0.0f);
+    for (size_t i = 0; i < v.size(); i++) v[i] = (float) i * 0.5f;
+    ggml_backend_tensor_set_async(be, a, v.data(), 0, ggml_nbytes(a));
+    ggml_backend_tensor_copy_async(be, be, a, b); // device to device on the stream
+    ggml_backend_event_t ev = ggml_backend_event_new(ggml_backend_get_device(be));
+    ASSERT_NE(ev, nullptr);
+    ggml_backend_tensor_get_async(be, b, out.data(), 0, ggml_nbytes(b));
+    ggml_backend_event_record(ev, be);
+    ggml_backend_event_synchronize(ev);
+    EXPECT_EQ(out, v);
+    ggml_backend_event_free(ev);
+}
+
+// ---------------------------------------------------------------------------------------------
+// mul_mat through cuBLAS at sizes the small backend-ops cases do not reach
+
+TEST(CudaMulMat, LargeF32AndF16WithBroadcastMatchTheCpu) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (ggml_type wt : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K}) {
+        // K 1024, M 384, N 77, weights broadcast over 2 x 3 activation batches (ne02 = 1)
+        ctx_guard     ctx{ggml_init({8 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true})};
+        ggml_tensor * w = ggml_new_tensor_4d(ctx.ctx, wt, 1024, 384, 1, 1);
+        ggml_tensor * x = ggml_new_tensor_4d(ctx.ctx, GGML_TYPE_F32, 1024, 77, 2, 3);
+        ggml_tensor * y = ggml_mul_mat(ctx.ctx, w, x);
+        ggml_cgraph * g = ggml_new_graph(ctx.ctx);
+        ggml_build_forward_expand(g, y);
+        std::mt19937                          rng(11);
+        std::uniform_real_distribution<float> u(-1, 1);
+        std::vector<float>                    wf(1024 * 384), xf((size_t) ggml_nelements(x));
+        for (float & f : wf) f = u(rng);
+        for (float & f : xf) f = u(rng);
+        std::vector<uint8_t> wq(ggml_row_size(wt, 1024) * 384);
+        if (wt == GGML_TYPE_F32) {
+            memcpy(wq.data(), wf.data(), wq.size());
+        } else {
+            ggml_quantize_chunk(wt, wf.data(), wq.data(), 0, 384, 1024, nullptr);
+        }
+        std::vector<float> results[2];
+        ggml_backend_t     bes[2] = {cuda_backend(0), cpu_backend()};
+        for (int k = 0; k < 2; k++) {
+            buf_guard buf{ggml_backend_alloc_ctx_tensors(ctx.ctx, bes[k])};
+            ASSERT_NE(buf.buf, nullptr);
+            ggml_backend_tensor_set(w, wq.data(), 0, wq.size());
+            ggml_backend_tensor_set(x, xf.data(), 0, ggml_nbytes(x));
+            ASSERT_EQ(ggml_backend_graph_compute(bes[k], g), GGML_STATUS_SUCCESS) << ggml_type_name(wt);
+            results[k].resize((size_t) ggml_nelements(y));
+            ggml_backend_tensor_get(y, results[k].data(), 0, ggml_nbytes(y));
+        }
+        // the CPU quantizes activations for block types and rounds them to BF16 for BF16: a few
+        // 1e-3 relative to the row magnitude (sqrt(K) ~ 32 for these inputs)
+        const double tol = wt == GGML_TYPE_F32 || wt == GGML_TYPE_F16 ? 1e-3 : 0.15;
+        for (size_t i = 0; i < results[0].size(); i++) {
+            ASSERT_NEAR(results[0][i], results[1][i], tol) << ggml_type_name(wt) << " element " << i;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduler: CPU + CUDA
+
+void cpu_tanh_rows(ggml_tensor * dst, int ith, int nth, void *) {
+    const ggml_tensor * a = dst->src[0];
+    const int64_t       n = ggml_nelements(dst);
+    for (int64_t i = ith; i < n; i += nth) ((float *) dst->data)[i] = std::tanh(((const float *) a->data)[i]);
+}
+
+// x -> mul_mat(w1) -> custom tanh (CPU only) -> mul_mat(w2, F16) -> out
+std::vector<float> run_sched(std::vector<ggml_backend_t> backends, int * n_splits, ggml_backend_t * mm_backend) {
+    ggml_context * wctx = ggml_init({4 * ggml_tensor_overhead(), nullptr, true});
+    ggml_context * ctx  = ggml_init({64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true});
+    ggml_tensor *  x    = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 48, 40);
+    ggml_tensor *  w1   = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, 48, 64);
+    ggml_tensor *  w2   = ggml_new_tensor_2d(wctx, GGML_TYPE_F16, 64, 24);
+    ggml_set_input(x);
+    ggml_tensor * h       = ggml_mul_mat(ctx, w1, x);
+    ggml_tensor * args[1] = {h};
+    ggml_tensor * c       = ggml_custom_4d(ctx, GGML_TYPE_F32, 64, 40, 1, 1, args, 1, cpu_tanh_rows, 1, nullptr);
+    ggml_tensor * out     = ggml_mul_mat(ctx, w2, c);
+    ggml_set_output(out);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors(wctx, backends[0]);
+    ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    std::mt19937                          rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float>                    w1v(48 * 64), xv(48 * 40);
+    for (float & f : w1v) f = u(rng);
+    for (float & f : xv) f = u(rng);
+    std::vector<uint16_t> w2v(64 * 24);
+    for (uint16_t & hv : w2v) hv = ggml_fp32_to_fp16(u(rng));
+    ggml_backend_tensor_set(w1, w1v.data(), 0, ggml_nbytes(w1));
+    ggml_backend_tensor_set(w2, w2v.data(), 0, ggml_nbytes(w2));
+
+    ggml_backend_sched_t sched = ggml_backend_sched_new(backends.data(), nullptr, (int) backends.size(), 256, false, true);
+    EXPECT_TRUE(ggml_backend_sched_alloc_graph(sched, g));
+    ggml_backend_tensor_set(x, xv.data(), 0, ggml_nbytes(x));
+    EXPECT_EQ(ggml_backend_sched_graph_compute(sched, g), GGML_STATUS_SUCCESS);
+    std::vector<float> res((size_t) ggml_nelements(out));
+    ggml_backend_tensor_get(out, res.data(), 0, ggml_nbytes(out));
+    if (n_splits) *n_splits = ggml_backend_sched_get_n_splits(sched);
+    if (mm_backend) *mm_backend = ggml_backend_sched_get_tensor_backend(sched, out);
+    ggml_backend_sched_free(sched);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+    ggml_free(ctx);
+    return res;
+}
+
+TEST(CudaSched, CpuFallbackSplitsMatchCpuOnly) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    int            n_splits = 0;
+    ggml_backend_t mm_be    = nullptr;
+    const std::vector<float> mixed = run_sched({cuda_backend(0), cpu_backend()}, &n_splits, &mm_be);
+    const std::vector<float> ref   = run_sched({cpu_backend()}, nullptr, nullptr);
+    EXPECT_EQ(mm_be, cuda_backend(0)) << "the mul_mat after the CPU-only node goes back to CUDA";
+    EXPECT_GE(n_splits, 3) << "CUDA -> CPU -> CUDA";
+    ASSERT_EQ(mixed.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(mixed[i], ref[i], 1e-5f + 1e-4f * std::fabs(ref[i])) << i;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend-ops cases
+
+// Cases the CUDA device may decline (substring of the case name), with the reason; any other
+// decline is reported in the summary and fails only for mul_mat (this backend's own op).
+struct expected_decline {
+    const char * name_part;
+    const char * why;
+};
+const expected_decline k_mul_mat_declines[] = {
+    {"q2_K", "Q2_K has no CUDA decoder (rarely used for DiT weights)"},
+    {"q3_K", "Q3_K has no CUDA decoder (rarely used for DiT weights)"},
+};
+
+const char * mul_mat_decline_reason(const std::string & name) {
+    for (const auto & e : k_mul_mat_declines) {
+        if (name.find(e.name_part) != std::string::npos) return e.why;
+    }
+    return nullptr;
+}
+
+struct param {
+    size_t      case_idx;
+    size_t      dev;
+    bool        vs_cpu;
+    std::string name;
+};
+void PrintTo(const param & p, std::ostream * os) { *os << p.name; }
+
+bool cpu_supports(const bops::op_case & c) {
+    ggml_init_params ip = {1024 * ggml_tensor_overhead() + ggml_graph_overhead_custom(1024, false), nullptr, true};
+    ggml_context * ctx_in = ggml_init(ip);
+    ggml_context * ctx    = ggml_init(ip);
+    bops::builder  b;
+    b.ctx_in = ctx_in;
+    b.ctx    = ctx;
+    c.build(b);
+    ggml_cgraph * g = ggml_new_graph_custom(ctx, 1024, false);
+    ggml_build_forward_expand(g, b.out);
+    ggml_backend_dev_t cpu = ggml_backend_get_device(cpu_backend());
+    bool               ok  = true;
+    for (int i = 0; i < ggml_graph_n_nodes(g); i++) ok = ok && ggml_backend_dev_supports_op(cpu, ggml_graph_node(g, i));
+    ggml_free(ctx);
+    ggml_free(ctx_in);
+    return ok;
+}
+
+// every case against the reference, and against the CPU where the CPU runs it; none without a device
+std::vector<param> make_params() {
+    std::vector<param> ps;
+    const int          ndev = ggml_backend_cuda_get_device_count();
+    for (int d = 0; d < ndev; d++) {
+        for (size_t i = 0; i < bops::all_cases().size(); i++) {
+            const std::string base = std::string(GGML_CUDA_NAME) + std::to_string(d) + "_" + bops::all_cases()[i].name;
+            ps.push_back({i, (size_t) d, false, base});
+            if (cpu_supports(bops::all_cases()[i])) ps.push_back({i, (size_t) d, true, base + "_vs_CPU"});
+        }
+    }
+    return ps;
+}
+
+class CudaOps : public ::testing::TestWithParam<param> {};
+
+struct tally {
+    int                      ran = 0, declined = 0;
+    std::vector<std::string> declined_names;
+};
+tally & case_tally() {
+    static tally t;
+    return t;
+}
+
+bool is_mul_mat_case(const std::string & name) { return name.rfind("mul_mat", 0) == 0; }
+
+TEST_P(CudaOps, MatchesReference) {
+    const param &         p  = GetParam();
+    const bops::op_case & c  = bops::all_cases()[p.case_idx];
+    ggml_backend_t        be = cuda_backend(p.dev);
+    ASSERT_NE(be, nullptr);
+    // quantized weights: cuBLAS multiplies the activations unquantized (dequantized weights), so
+    // the case's unquantized-activation reference and CPU gap apply
+    const bool         f32a = (bool) c.f32_act_ref;
+    const bops::result r    = p.vs_cpu ? (f32a ? bops::run_case_vs_cpu_f32_act(c, be, cpu_backend())
+                                                : bops::run_case_vs_cpu(c, be, cpu_backend()))
+                                       : (f32a ? bops::run_case_f32_act(c, be) : bops::run_case(c, be, 0));
+    if (r.status == bops::result::declined) {
+        if (is_mul_mat_case(c.name)) {
+            EXPECT_NE(mul_mat_decline_reason(c.name), nullptr) << "unexpected mul_mat decline: " << r.message;
+        }
+        if (!p.vs_cpu) {
+            case_tally().declined++;
+            case_tally().declined_names.push_back(c.name + " (" + r.message + ")");
+        }
+        return;
+    }
+    if (!p.vs_cpu) case_tally().ran++;
+    EXPECT_EQ(r.status, bops::result::pass) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaOps, ::testing::ValuesIn(make_params()),
+                         [](const ::testing::TestParamInfo<param> & info) { return info.param.name; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaOps); // no device: no cases (CudaOpsSkip says so)
+
+TEST(CudaOpsSkip, BackendOpsCasesNeedADevice) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    EXPECT_GT(bops::all_cases().size(), 0u);
+}
+
+// Quantized mul_mat at real model sizes (K 4096/16384, N 3072/6144, 1..8 activation rows)
+TEST(CudaMulMat, QuantizedAtModelSizes) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    const std::vector<bops::op_case> cases = bops::quant_mul_mat_large_cases();
+    ASSERT_GE(cases.size(), 3u);
+    for (size_t i = 0; i < cases.size(); i++) {
+        const bops::result r = bops::run_case_f32_act(cases[i], cuda_backend(0));
+        EXPECT_EQ(r.status, bops::result::pass) << cases[i].desc << ": " << r.message;
+    }
+}
+
+} // namespace
+
+class SummaryPrinter : public ::testing::Environment {
+  public:
+    void TearDown() override {
+        const tally & t = case_tally();
+        if (t.ran + t.declined == 0) return;
+        fprintf(stderr, "test-cuda: backend-ops cases on CUDA: %d ran, %d declined:\n", t.ran, t.declined);
+        for (const std::string & n : t.declined_names) fprintf(stderr, "  declined: %s\n", n.c_str());
+    }
+};
+
+int main(int argc, char ** argv) {
+    ::testing::InitGoogleTest(&argc, argv);
+    ::testing::AddGlobalTestEnvironment(new SummaryPrinter);
+    ::testing::AddGlobalTestEnvironment(new BackendsFreer);
+    return RUN_ALL_TESTS();
+}
