@@ -17,8 +17,18 @@ sanitize=1
 [ "${1:-}" = "--no-sanitize" ] && sanitize=0
 
 scripts/check-public-includes.sh src/core/vulkan # the sd Vulkan kernels include no private ggml header
+# The CUDA backend is compiled (sm_80 and sm_90) and its host tests run (0 devices: the device
+# tests skip) wherever the CUDA toolkit is installed; install-deps.sh cannot install it
+cuda=()
+nvcc=$(command -v nvcc || true)
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ -n "$nvcc" ]; then
+    cuda=(-DGGML_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=80;90")
+    ((${#launcher[@]})) && cuda+=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    echo "== CUDA toolkit found ($nvcc): the Release build includes the CUDA backend"
+fi
 echo "== Release build and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${cuda[@]}" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600
 scripts/test-options.sh "$jobs" # every non-default CMake option: builds what it changes, runs its tests
