@@ -60,9 +60,7 @@ struct chain {
 
 bool is_quantize_of(const ggml_tensor * q, const ggml_tensor * x, int * group) {
     if (q->src[0] != x || !quantize_node_supported(q)) return false;
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(q, &at, sizeof(at));
-    *group = at.group;
+    *group = sd_int8_schema::quantize_group(q);
     return true;
 }
 

@@ -238,9 +238,7 @@ enum ggml_status fused_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes,
     chain c;
     if (match_chain(nodes->nodes, nodes->n_nodes, &c) != nodes->n_nodes) return GGML_STATUS_FAILED;
     const ggml_tensor * out = nodes->nodes[nodes->n_nodes - 1];
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(out, &at, sizeof(at));
-    nq_state * st = new (std::nothrow) nq_state{sd_int8::resolve_path(), at.group};
+    nq_state * st = new (std::nothrow) nq_state{sd_int8::resolve_path(), sd_int8_schema::quantize_group(out)};
     if (st == nullptr) return GGML_STATUS_ALLOC_FAILED;
     const ggml_tensor * inputs[4];
     const int           n_in = operands(c, inputs);

@@ -24,6 +24,7 @@
 
 #include "../chain_match.h"
 #include "../ggml_extensions.h"
+#include "../int8_schema.h"
 #include "../kernel_desc.h"
 #include "graph_delay.h"
 #include "vk_service.h"
@@ -43,15 +44,12 @@ using sd_vk::bound;
 constexpr uint32_t kLinearLocal = 64; // 4 x 4 output tiles per GEMM workgroup
 constexpr int64_t  kTile        = 4;
 
-int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t rows_of(const ggml_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-int64_t packed_ne1(int64_t K, int64_t rows) { return pad_up(rows, 4) + (rows * 4 + K - 1) / K; }
-// The groups the quantizer shader rotates: every power of 4 (up to 256 in one private array,
-// larger ones through a scratch row, convrot_large.glsl).
-bool shader_group(int g) { return g >= 1 && (g & (g - 1)) == 0 && (g & 0x55555555) != 0; }
-bool is_f32_vec(const ggml_tensor * t, int64_t n) {
-    return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n;
-}
+// The node decoding, schema checks and layout arithmetic are the shared ones (int8_schema.h);
+// this file adds the device's limits and the dispatches. The quantizer shader rotates every
+// group the schema allows (up to 256 in one private array, larger ones through a scratch row,
+// convrot_large.glsl), so groups add no limit here.
+using sd_int8_schema::linear_node;
+using sd_int8_schema::pad_up;
 // Tensors are bound as 32-bit words: a view must start on a 4-byte boundary.
 bool word_aligned(const ggml_tensor * t) { return t->view_src == nullptr || t->view_offs % 4 == 0; }
 bool bindable(ggml_backend_dev_t dev, const ggml_tensor * t) {
@@ -82,7 +80,7 @@ ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound &
     pc.K         = (uint32_t) K;
     pc.rows      = (uint32_t) rows;
     pc.prows     = (uint32_t) prows;
-    pc.scale_off = (uint32_t) (K * prows / 4);
+    pc.scale_off = (uint32_t) (sd_int8_schema::packed_scale_offset(K, rows) / 4);
     pc.gscale    = 1.0f / sqrtf((float) group); // the CPU kernel's expression (exact: a power of 2)
     pc.t_off     = large ? scratch->words() : 0;
     const bound * b[3] = {&x, &dst, large ? scratch : &x}; // without a scratch: any range, never read
@@ -158,19 +156,14 @@ uint64_t sd_vulkan_quant_lane_iterations(ggml_backend_dev_t dev, int64_t K, int 
 }
 
 bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node) {
-    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
-    const ggml_tensor * x = node->src[0];
-    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) return false;
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    const int64_t K = x->ne[0], rows = rows_of(x);
-    if (!shader_group(at.group) || K <= 0 || K % at.group != 0 || K % 4 != 0) return false;
-    if (K > UINT32_MAX / 4 || rows <= 0 || ggml_nelements(x) > INT32_MAX) return false;
-    if (sd_vulkan_quant_lane_iterations(dev, K, at.group, false) > sd_vk::kLoopBudget) return false;
-    if (node->type != GGML_TYPE_I8 || !ggml_is_contiguous(node) || node->ne[0] != K ||
-        node->ne[1] != packed_ne1(K, rows) || node->ne[2] != 1 || node->ne[3] != 1)
-        return false;
-    return bindable(dev, x) && bindable(dev, node);
+    sd_int8_schema::quantize_node q;
+    if (!sd_int8_schema::decode_quantize(node, q)) return false;
+    // the device's limits: 32-bit words and indices, at least one row, the lane loop budget,
+    // binding windows
+    const int64_t K = q.K, rows = q.rows;
+    if (K % 4 != 0 || K > UINT32_MAX / 4 || rows <= 0 || ggml_nelements(q.x) > INT32_MAX) return false;
+    if (sd_vulkan_quant_lane_iterations(dev, K, q.group, false) > sd_vk::kLoopBudget) return false;
+    return bindable(dev, q.x) && bindable(dev, node);
 }
 
 namespace {
@@ -179,9 +172,8 @@ namespace {
 uint64_t quant_scratch_off(const ggml_tensor * node) { return pad_up((int64_t) ggml_nbytes(node), 256); }
 
 uint64_t quant_scratch_bytes(ggml_backend_dev_t dev, const ggml_tensor * node) {
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    return sd_vulkan_convrot_scratch_bytes(dev, node->src[0]->ne[0], rows_of(node->src[0]), at.group);
+    return sd_vulkan_convrot_scratch_bytes(dev, node->src[0]->ne[0], sd_int8_schema::rows_of(node->src[0]),
+                                           sd_int8_schema::quantize_group(node));
 }
 
 ggml_status quant_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
@@ -193,13 +185,12 @@ ggml_status quant_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, 
 
 ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
                           void *) {
-    const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
-    const ggml_tensor * x    = node->src[0];
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    const int64_t K = x->ne[0], rows = rows_of(x);
+    const ggml_tensor *           node = nodes->nodes[nodes->n_nodes - 1];
+    sd_int8_schema::quantize_node q;
+    if (!sd_int8_schema::decode_quantize(node, q)) return GGML_STATUS_FAILED;
+    const int64_t K = q.K, rows = q.rows;
     bound         bx, bo;
-    ggml_status   s = sd_vk::bind_tensor(backend, x, 0, 0, GGML_EXT_VULKAN_READ, bx);
+    ggml_status   s = sd_vk::bind_tensor(backend, q.x, 0, 0, GGML_EXT_VULKAN_READ, bx);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, node, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
     if (s != GGML_STATUS_SUCCESS) return s;
     bound          scratch;
@@ -210,12 +201,12 @@ ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
         if (s != GGML_STATUS_SUCCESS) return s;
     }
     const bound * sp = extra ? &scratch : nullptr;
-    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, bx, bo, sp, K, rows, at.group);
+    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, bx, bo, sp, K, rows, q.group);
     // the output overlaps the input: quantize into the workspace, then copy
     if (!ws || ws_bytes < ggml_nbytes(node)) return GGML_STATUS_FAILED;
     bound stage;
     s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(node), GGML_EXT_VULKAN_READ_WRITE, stage);
-    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, stage, sp, K, rows, at.group);
+    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, stage, sp, K, rows, q.group);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::copy(backend, bo, stage);
     return s;
 }
@@ -223,60 +214,20 @@ ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
 // ---------------------------------------------------------------------------------------------
 // sd.linear_i8.v1
 
-struct linear_src {
-    const ggml_tensor *weight = nullptr, *input = nullptr, *wscale = nullptr, *bias = nullptr, *iscale = nullptr;
-};
-
-bool linear_sources(const ggml_tensor * node, const sd_linear_i8_attrs & at, linear_src & s) {
-    int n = 0;
-    while (n < GGML_MAX_SRC && node->src[n]) ++n;
-    const int expect = 2 + !!(at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) + !!(at.flags & SD_LINEAR_I8_HAS_BIAS) +
-                       !!(at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE);
-    if (n != expect || (at.flags & ~7)) return false;
-    int i    = 0;
-    s.weight = node->src[i++];
-    s.input  = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) s.wscale = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_BIAS) s.bias = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE) s.iscale = node->src[i++];
-    return true;
-}
-
+// The schema's checks (sd_int8_schema::decode_linear), then the device's limits: K in 32-bit
+// words, at least one row, 32-bit element indices, every tensor bindable; an F32 input also
+// within the quantizer's lane loop budget and its packed copy within one binding.
 bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
-    if (ggml_ext_get_op(node) != sd_op_linear_i8()) return false;
-    sd_linear_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    linear_src s;
-    if (!linear_sources(node, at, s)) return false;
-    const ggml_tensor * w = s.weight;
-    if (w->type != GGML_TYPE_I8 || !ggml_is_contiguous(w) || w->ne[2] != 1 || w->ne[3] != 1) return false;
-    const int64_t K = w->ne[0], N = w->ne[1];
-    if (K <= 0 || N <= 0 || K > SD_LINEAR_I8_MAX_K || K % 4 != 0) return false;
-    if (at.out_ne[0] <= 0 || at.out_ne[1] <= 0 || at.out_ne[2] <= 0) return false;
-    const int64_t rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
-    if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node) || node->ne[0] != N || node->ne[1] != at.out_ne[0] ||
-        node->ne[2] != at.out_ne[1] || node->ne[3] != at.out_ne[2])
-        return false;
+    linear_node l;
+    if (!sd_int8_schema::decode_linear(node, l)) return false;
+    const int64_t K = l.K, rows = l.M;
+    if (K % 4 != 0 || rows <= 0) return false;
     if (ggml_nelements(node) > INT32_MAX || rows > INT32_MAX / 4) return false;
-    if (s.wscale && !is_f32_vec(s.wscale, N)) return false;
-    if (s.bias && !is_f32_vec(s.bias, N)) return false;
-    const ggml_tensor * x = s.input;
-    if (!ggml_is_contiguous(x) || x->ne[0] != K) return false;
-    for (const ggml_tensor * t : {w, x, s.wscale, s.bias, s.iscale, (const ggml_tensor *) node})
+    for (const ggml_tensor * t : {l.weight, l.input, l.weight_scale, l.bias, l.input_scale, node})
         if (t && !bindable(dev, t)) return false;
-    switch (at.input_kind) {
-        case SD_LINEAR_I8_INPUT_F32: {
-            const int g = at.group <= 1 ? 1 : at.group;
-            return x->type == GGML_TYPE_F32 && rows_of(x) == rows && shader_group(g) && K % g == 0 && !s.iscale &&
-                   sd_vulkan_quant_lane_iterations(dev, K, g, false) <= sd_vk::kLoopBudget &&
-                   sd_vk::fits_binding(dev, (uint64_t) (K * pad_up(rows, 4) + 4 * rows));
-        }
-        case SD_LINEAR_I8_INPUT_PACKED:
-            return x->type == GGML_TYPE_I8 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] >= packed_ne1(K, rows) &&
-                   !s.iscale;
-        case SD_LINEAR_I8_INPUT_I8: return x->type == GGML_TYPE_I8 && rows_of(x) == rows && is_f32_vec(s.iscale, rows);
-        default: return false;
-    }
+    if (l.kind != SD_LINEAR_I8_INPUT_F32) return true;
+    return sd_vulkan_quant_lane_iterations(dev, K, l.group, false) <= sd_vk::kLoopBudget &&
+           sd_vk::fits_binding(dev, (uint64_t) sd_int8_schema::packed_bytes(K, rows));
 }
 
 // linear_i8.comp MODE 1 (the subgroup-broadcast GEMM) block: 8 * kSgRowGroups rows x
@@ -310,34 +261,40 @@ bool use_subgroup_gemm(ggml_backend_t backend, int64_t K, std::initializer_list<
     return true;
 }
 
-// Workspace: [quantized activations + scales (F32 input)] [staged output (overlap)] [the
+// Workspace, parts on 256-byte boundaries: [quantized activations + scales in the packed layout
+// (F32 input)] [staged output (overlap)] (sd_int8_schema::plan_linear_workspace), then [the
 // quantizer's scratch rows (a ConvRot group above 256 for the F32 input, or for the quantized
 // SwiGLU product `quant`)]
 struct linear_layout {
-    uint64_t act_bytes = 0, stage_off = 0, stage_bytes = 0, scratch_off = 0, scratch_bytes = 0, total = 0;
+    sd_int8_schema::linear_workspace common; // the shared parts (activations, staging)
+    uint64_t                         scratch_off = 0, scratch_bytes = 0, total = 0;
 };
 
-linear_layout layout_of(ggml_backend_dev_t dev, const ggml_tensor * lin, const ggml_tensor * out,
+linear_layout layout_of(ggml_backend_dev_t dev, const linear_node & ln, const ggml_tensor * out,
                         const ggml_tensor * quant = nullptr) {
-    sd_linear_i8_attrs at{};
-    ggml_ext_get_attrs(lin, &at, sizeof(at));
-    const int64_t K = lin->src[0]->ne[0], N = lin->src[0]->ne[1], rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
+    sd_int8_schema::linear_workspace_spec spec;
+    spec.alignment   = 256;
+    spec.layout      = sd_int8_schema::activation_layout::packed;
+    spec.stage_bytes = ggml_nbytes(out);
     linear_layout l;
-    if (at.input_kind == SD_LINEAR_I8_INPUT_F32) {
-        l.act_bytes     = (uint64_t) (K * pad_up(rows, 4) + 4 * rows);
-        l.scratch_bytes = sd_vulkan_convrot_scratch_bytes(dev, K, rows, at.group);
-    }
+    l.common = sd_int8_schema::plan_linear_workspace(ln, spec);
+    if (ln.kind == SD_LINEAR_I8_INPUT_F32) l.scratch_bytes = sd_vulkan_convrot_scratch_bytes(dev, ln.K, ln.M, ln.group);
     if (quant) {
-        sd_quantize_i8_attrs qat{};
-        ggml_ext_get_attrs(quant, &qat, sizeof(qat));
-        const uint64_t q = sd_vulkan_convrot_scratch_bytes(dev, N, rows, qat.group);
+        const uint64_t q = sd_vulkan_convrot_scratch_bytes(dev, ln.N, ln.M, sd_int8_schema::quantize_group(quant));
         if (q > l.scratch_bytes) l.scratch_bytes = q;
     }
-    l.stage_off   = (l.act_bytes + 255) & ~(uint64_t) 255;
-    l.stage_bytes = ggml_nbytes(out);
-    l.scratch_off = (l.stage_off + l.stage_bytes + 255) & ~(uint64_t) 255;
-    l.total       = l.scratch_bytes ? l.scratch_off + l.scratch_bytes : l.stage_off + l.stage_bytes;
+    if (l.scratch_bytes) l.scratch_off = l.common.parts.add(l.scratch_bytes);
+    l.total = l.common.parts.total(false);
     return l;
+}
+
+// The workspace bytes of a step whose GEMM is the linear `lin` (out and quant as for layout_of).
+ggml_status workspace_of(ggml_backend_dev_t dev, const ggml_tensor * lin, const ggml_tensor * out,
+                         const ggml_tensor * quant, size_t * ws) {
+    linear_node ln;
+    if (!sd_int8_schema::linear_operands(lin, ln)) return GGML_STATUS_FAILED;
+    *ws = layout_of(dev, ln, out, quant).total;
+    return GGML_STATUS_SUCCESS;
 }
 
 struct linear_push {
@@ -359,13 +316,10 @@ struct gemm_extras {
 ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const ggml_tensor * out, const gemm_extras & x,
                        void * ws, size_t ws_bytes) {
     const ggml_tensor *gate = x.gate, *residual = x.residual;
-    sd_linear_i8_attrs at{};
-    ggml_ext_get_attrs(lin, &at, sizeof(at));
-    linear_src src;
-    if (!linear_sources(lin, at, src)) return GGML_STATUS_FAILED;
-    const int64_t       K = src.weight->ne[0], N = src.weight->ne[1];
-    const int64_t       rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2], prows = pad_up(rows, 4);
-    const linear_layout l    = layout_of(ggml_backend_get_device(backend), lin, out, x.quant);
+    linear_node        src;
+    if (!sd_int8_schema::linear_operands(lin, src)) return GGML_STATUS_FAILED;
+    const int64_t       K = src.K, N = src.N, rows = src.M;
+    const linear_layout l = layout_of(ggml_backend_get_device(backend), src, out, x.quant);
     if (l.total > 0 && (!ws || ws_bytes < l.total)) return GGML_STATUS_FAILED;
     bound scratch;
     if (l.scratch_bytes) {
@@ -379,34 +333,31 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     bound          bw, ba, bsx, bsw, bb, by, bg, br, bwu, bswu, bbu;
     ggml_status    s = sd_vk::bind_tensor(backend, src.weight, 0, 0, R, bw);
     if (s != GGML_STATUS_SUCCESS) return s;
-    linear_src up;
-    if (x.up) {
-        sd_linear_i8_attrs uat{};
-        ggml_ext_get_attrs(x.up, &uat, sizeof(uat));
-        if (!linear_sources(x.up, uat, up)) return GGML_STATUS_FAILED;
-    }
+    linear_node up;
+    if (x.up && !sd_int8_schema::linear_operands(x.up, up)) return GGML_STATUS_FAILED;
     // activations: quantized into the workspace (F32), the packed rows + their scale tail, or
     // plain I8 rows + input_scale
-    switch (at.input_kind) {
+    const sd_int8_schema::linear_workspace & act = l.common;
+    switch (src.kind) {
         case SD_LINEAR_I8_INPUT_F32: {
             bound bx, bq;
             s = sd_vk::bind_tensor(backend, src.input, 0, 0, R, bx);
             if (s == GGML_STATUS_SUCCESS)
-                s = sd_vk::bind_base(backend, ws, 0, l.act_bytes, GGML_EXT_VULKAN_READ_WRITE, bq);
-            const int g = at.group <= 1 ? 1 : at.group;
-            if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, bq, sp, K, rows, g);
-            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, 0, (uint64_t) (K * rows), R, ba);
-            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, (uint64_t) (K * prows), 4 * rows, R, bsx);
+                s = sd_vk::bind_base(backend, ws, act.act_off, act.act_bytes, GGML_EXT_VULKAN_READ_WRITE, bq);
+            if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, bq, sp, K, rows, src.group);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, act.act_off, (uint64_t) (K * rows), R, ba);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, act.scale_off, 4 * rows, R, bsx);
             break;
         }
         case SD_LINEAR_I8_INPUT_PACKED:
             s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
             if (s == GGML_STATUS_SUCCESS)
-                s = sd_vk::bind_tensor(backend, src.input, (uint64_t) (K * prows), 4 * rows, R, bsx);
+                s = sd_vk::bind_tensor(backend, src.input, (uint64_t) sd_int8_schema::packed_scale_offset(K, rows),
+                                       4 * rows, R, bsx);
             break;
         case SD_LINEAR_I8_INPUT_I8:
             s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
-            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, src.iscale, 0, 0, R, bsx);
+            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, src.input_scale, 0, 0, R, bsx);
             break;
         default: return GGML_STATUS_FAILED;
     }
@@ -414,9 +365,11 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     // absent operands: any valid range (the weight), never read
     bsw = bb = bg = br = bwu = bswu = bbu = bw;
     if (x.up && (s = sd_vk::bind_tensor(backend, up.weight, 0, 0, R, bwu)) != GGML_STATUS_SUCCESS) return s;
-    if (up.wscale && (s = sd_vk::bind_tensor(backend, up.wscale, 0, 0, R, bswu)) != GGML_STATUS_SUCCESS) return s;
+    if (up.weight_scale && (s = sd_vk::bind_tensor(backend, up.weight_scale, 0, 0, R, bswu)) != GGML_STATUS_SUCCESS)
+        return s;
     if (up.bias && (s = sd_vk::bind_tensor(backend, up.bias, 0, 0, R, bbu)) != GGML_STATUS_SUCCESS) return s;
-    if (src.wscale && (s = sd_vk::bind_tensor(backend, src.wscale, 0, 0, R, bsw)) != GGML_STATUS_SUCCESS) return s;
+    if (src.weight_scale && (s = sd_vk::bind_tensor(backend, src.weight_scale, 0, 0, R, bsw)) != GGML_STATUS_SUCCESS)
+        return s;
     if (src.bias && (s = sd_vk::bind_tensor(backend, src.bias, 0, 0, R, bb)) != GGML_STATUS_SUCCESS) return s;
     if (gate && (s = sd_vk::bind_tensor(backend, gate, 0, 0, R, bg)) != GGML_STATUS_SUCCESS) return s;
     if (residual && (s = sd_vk::bind_tensor(backend, residual, 0, 0, R, br)) != GGML_STATUS_SUCCESS) return s;
@@ -431,7 +384,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     for (const bound * in : {&bw, &ba, &bsx, &bsw, &bb, &bg, &bwu, &bswu, &bbu}) stage = stage || sd_vk::overlap(bout, *in);
     if (residual && sd_vk::overlap(bout, br) && !sd_vk::same_range(bout, br)) stage = true;
     if (stage) {
-        if ((s = sd_vk::bind_base(backend, ws, l.stage_off, l.stage_bytes, GGML_EXT_VULKAN_READ_WRITE, by)) !=
+        if ((s = sd_vk::bind_base(backend, ws, act.stage_off, act.stage_bytes, GGML_EXT_VULKAN_READ_WRITE, by)) !=
             GGML_STATUS_SUCCESS)
             return s;
     } else {
@@ -456,9 +409,9 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     pc.swu_off = bswu.words();
     pc.bu_off  = bbu.words();
     const uint64_t tiles   = (uint64_t) pc.n_tiles * (uint64_t) ((rows + kTile - 1) / kTile);
-    uint32_t spec[12] = {kLinearLocal,        src.wscale != nullptr, src.bias != nullptr,   gate != nullptr,
-                         residual != nullptr, x.up != nullptr,       up.wscale != nullptr, up.bias != nullptr,
-                         0u,                  kSgRowGroups,          x.up ? kSgChannels / 2 : kSgChannels,
+    uint32_t spec[12] = {kLinearLocal,        src.weight_scale != nullptr, src.bias != nullptr,        gate != nullptr,
+                         residual != nullptr, x.up != nullptr,             up.weight_scale != nullptr, up.bias != nullptr,
+                         0u,                  kSgRowGroups,                x.up ? kSgChannels / 2 : kSgChannels,
                          sg_float_mac()};
     uint32_t groups[3];
     const uint64_t sg_cols = 8u * spec[10], sg_rows = 8u * kSgRowGroups;
@@ -476,19 +429,14 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     const bound * b[11] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br, &bwu, &bswu, &bbu};
     s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 12, &pc, sizeof(pc), groups);
     if (s != GGML_STATUS_SUCCESS) return s;
-    if (x.quant) {
-        sd_quantize_i8_attrs qat{};
-        ggml_ext_get_attrs(x.quant, &qat, sizeof(qat));
-        return run_quantizer(backend, by, bout, sp, N, rows, qat.group);
-    }
+    if (x.quant) return run_quantizer(backend, by, bout, sp, N, rows, sd_int8_schema::quantize_group(x.quant));
     if (stage) s = sd_vk::copy(backend, bout, by);
     return s;
 }
 
 ggml_status linear_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
     const ggml_tensor * node = nodes->nodes[nodes->n_nodes - 1];
-    *ws                      = layout_of(dev, node, node).total;
-    return GGML_STATUS_SUCCESS;
+    return workspace_of(dev, node, node, nullptr, ws);
 }
 
 ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
@@ -550,8 +498,7 @@ ggml_status epilogue_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * node
     epilogue_chain c;
     if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
         return GGML_STATUS_FAILED;
-    *ws = layout_of(dev, c.lin, nodes->nodes[nodes->n_nodes - 1]).total;
-    return GGML_STATUS_SUCCESS;
+    return workspace_of(dev, c.lin, nodes->nodes[nodes->n_nodes - 1], nullptr, ws);
 }
 
 ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
@@ -573,14 +520,11 @@ ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * node
 // unfused chain on the device bit for bit.
 
 bool same_linear_shape(const ggml_tensor * a, const ggml_tensor * b) {
-    sd_linear_i8_attrs x{}, y{};
-    ggml_ext_get_attrs(a, &x, sizeof(x));
-    ggml_ext_get_attrs(b, &y, sizeof(y));
-    linear_src sa, sb;
-    if (!linear_sources(a, x, sa) || !linear_sources(b, y, sb)) return false;
-    return x.input_kind == y.input_kind && x.input_kind != SD_LINEAR_I8_INPUT_F32 && sa.input == sb.input &&
-           sa.iscale == sb.iscale && ggml_are_same_shape(sa.weight, sb.weight) && ggml_are_same_shape(a, b) &&
-           x.out_ne[0] == y.out_ne[0] && x.out_ne[1] == y.out_ne[1] && x.out_ne[2] == y.out_ne[2];
+    linear_node sa, sb;
+    if (!sd_int8_schema::linear_operands(a, sa) || !sd_int8_schema::linear_operands(b, sb)) return false;
+    return sa.kind == sb.kind && sa.kind != SD_LINEAR_I8_INPUT_F32 && sa.input == sb.input &&
+           sa.input_scale == sb.input_scale && ggml_are_same_shape(sa.weight, sb.weight) && ggml_are_same_shape(a, b) &&
+           sa.out_ne[0] == sb.out_ne[0] && sa.out_ne[1] == sb.out_ne[1] && sa.out_ne[2] == sb.out_ne[2];
 }
 
 struct swiglu_chain {
@@ -629,8 +573,7 @@ ggml_status swiglu_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes,
     swiglu_chain c;
     if ((nodes->n_nodes != 4 && nodes->n_nodes != 5) || !swiglu_of(nullptr, nodes->nodes, nodes->n_nodes, c))
         return GGML_STATUS_FAILED;
-    *ws = layout_of(dev, c.gate, c.mul, c.quant).total; // the F32 product (quantized) or the staged output
-    return GGML_STATUS_SUCCESS;
+    return workspace_of(dev, c.gate, c.mul, c.quant, ws); // the F32 product (quantized) or the staged output
 }
 
 ggml_status swiglu_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,

@@ -14,6 +14,7 @@
 
 #include "../chain_match.h"
 #include "../ggml_extensions.h"
+#include "../int8_schema.h"
 #include "../kernel_desc.h"
 #include "graph_delay.h"
 #include "ggml-graph.h"
@@ -60,9 +61,8 @@ bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, mod_chain &
     if (q->src[0] != add2 || (dev && !sd_vulkan_quantize_supported(dev, q))) return false;
     memcpy(&c.eps, norm->op_params, sizeof(float));
     if (!dev) return true;
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(q, &at, sizeof(at));
-    if (sd_vulkan_quant_lane_iterations(dev, K, at.group, true) > sd_vk::kLoopBudget) return false;
+    if (sd_vulkan_quant_lane_iterations(dev, K, sd_int8_schema::quantize_group(q), true) > sd_vk::kLoopBudget)
+        return false;
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
     return info && info->subgroup_basic && info->subgroup_arithmetic && info->subgroup_size > 0;
 }
@@ -82,9 +82,7 @@ int mod_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void
 uint64_t scratch_off(const ggml_tensor * q) { return (ggml_nbytes(q) + 255) & ~(uint64_t) 255; }
 
 uint64_t scratch_bytes(ggml_backend_dev_t dev, const mod_chain & c, const ggml_tensor * q) {
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(q, &at, sizeof(at));
-    return sd_vulkan_convrot_scratch_bytes(dev, c.x->ne[0], ggml_nrows(c.x), at.group);
+    return sd_vulkan_convrot_scratch_bytes(dev, c.x->ne[0], ggml_nrows(c.x), sd_int8_schema::quantize_group(q));
 }
 
 ggml_status mod_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void **, size_t * ws, void *) {
@@ -106,9 +104,8 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
                         void *) {
     mod_chain c;
     if (nodes->n_nodes != 6 || !chain_of(nullptr, nodes->nodes, c)) return GGML_STATUS_FAILED;
-    const ggml_tensor * q = nodes->nodes[5];
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(q, &at, sizeof(at));
+    const ggml_tensor * q     = nodes->nodes[5];
+    const int           group = sd_int8_schema::quantize_group(q);
     const uint32_t R = GGML_EXT_VULKAN_READ;
     bound          bx, bw, bm, bs, bo, bt;
     ggml_status    s = sd_vk::bind_tensor(backend, c.x, 0, 0, R, bx);
@@ -125,7 +122,7 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
     } else {
         bt = bo;
     }
-    const int64_t  K = c.x->ne[0], rows = ggml_nrows(c.x), prows = (rows + 3) / 4 * 4;
+    const int64_t  K = c.x->ne[0], rows = ggml_nrows(c.x), prows = sd_int8_schema::pad_up(rows, 4);
     const uint64_t extra = scratch_bytes(ggml_backend_get_device(backend), c, q);
     bound          scratch;
     if (extra) {
@@ -142,8 +139,8 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
     pc.K         = (uint32_t) K;
     pc.rows      = (uint32_t) rows;
     pc.prows     = (uint32_t) prows;
-    pc.scale_off = (uint32_t) (K * prows / 4);
-    pc.gscale    = 1.0f / sqrtf((float) at.group);
+    pc.scale_off = (uint32_t) (sd_int8_schema::packed_scale_offset(K, rows) / 4);
+    pc.gscale    = 1.0f / sqrtf((float) group);
     pc.eps       = c.eps;
     pc.t_off     = extra ? scratch.words() : 0;
     // groups above 256: the rows in dispatches of as many as the scratch holds
@@ -155,7 +152,7 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
         pc.row_end      = (uint32_t) (r0 + n);
         uint32_t wg = 0, groups[3];
         sd_vk::subgroup_grid(backend, (uint64_t) n, wg, groups); // one subgroup per row
-        const uint32_t spec[2] = {wg, (uint32_t) at.group};
+        const uint32_t spec[2] = {wg, (uint32_t) group};
         s = sd_vk::dispatch(backend, "modulation_quantize", b, 6, spec, 2, &pc, sizeof(pc), groups);
     }
     if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bo, bt);
