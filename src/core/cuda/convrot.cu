@@ -25,6 +25,7 @@
 #include "cuda_kernels.h"
 
 #include "../ggml_extensions.h"
+#include "../int8_schema.h"
 #include "../kernel_desc.h"
 
 #include <cfloat>
@@ -125,8 +126,6 @@ __global__ void __launch_bounds__(kQuantThreads)
     }
 }
 
-bool valid_group(int g) { return g >= 1 && (g & (g - 1)) == 0 && (g & 0x55555555) != 0; }
-
 // The 64 KiB opt-in of group 16384, once per device (a function attribute, not stream work).
 bool allow_large_chunk(int device, size_t bytes) {
     static std::mutex mu;
@@ -144,7 +143,7 @@ bool allow_large_chunk(int device, size_t bytes) {
 } // namespace
 
 bool quantizer_group_supported(ggml_backend_dev_t dev, int group) {
-    if (!valid_group(group) || group > kMaxGroup) return false;
+    if (!sd_int8_schema::valid_group(group) || group > kMaxGroup) return false;
     const size_t bytes = sizeof(float) * (size_t) chunk_floats(group);
     if (bytes <= (size_t) kDefaultSmem) return true;
     ggml_ext_gpu_device_info info{};
@@ -171,18 +170,13 @@ bool launch_quantize(const float * x, void * dst, int64_t K, int64_t rows, int g
 }
 
 bool quantize_node_supported(ggml_backend_dev_t dev, const ggml_tensor * node) {
-    if (ggml_ext_get_op(node) != sd_op_quantize_i8_convrot()) return false;
+    sd_int8_schema::quantize_node q;
+    if (!sd_int8_schema::decode_quantize(node, q)) return false; // the schema's checks
     ggml_ext_gpu_device_info info{};
     if (dev && !device_info(dev, info)) return false;
-    const ggml_tensor * x = node->src[0];
-    if (!x || node->src[1] || x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x) || !aligned_to(x, 4)) return false;
-    sd_quantize_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    const int64_t K = x->ne[0], rows = rows_of(x);
-    if (K <= 0 || rows <= 0 || rows > INT32_MAX || K % at.group != 0 || !quantizer_group_supported(dev, at.group))
-        return false;
-    return node->type == GGML_TYPE_I8 && ggml_is_contiguous(node) && aligned_to(node, 4) && node->ne[0] == K &&
-           node->ne[1] == packed_ne1(K, rows) && node->ne[2] == 1 && node->ne[3] == 1;
+    // this backend's limits: one block per row (int32 grid), float-aligned input, the groups the
+    // shared-memory rotation covers
+    return q.rows <= INT32_MAX && aligned_to(q.x, 4) && aligned_to(node, 4) && quantizer_group_supported(dev, q.group);
 }
 
 namespace {

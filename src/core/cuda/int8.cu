@@ -25,69 +25,39 @@
 #include "cuda_kernels.h"
 
 #include "../ggml_extensions.h"
+#include "../int8_schema.h"
 #include "../kernel_desc.h"
 
 namespace SD_CUDA_NAMESPACE {
 
 namespace {
 
-constexpr size_t kWsAlign = 256;
-size_t           align_ws(size_t x) { return (x + kWsAlign - 1) & ~(kWsAlign - 1); }
+constexpr uint64_t kWsAlign = 256;
 
 // ---------------------------------------------------------------------------------------------
-// Input decoding of sd.linear_i8.v1 (sources by flags, input kind, rows). Kept in this one
-// function so it can be switched to the shared src/core/int8_schema.* decoder when that lands.
+// Input decoding and workspace layout: the shared decoder (src/core/int8_schema.h), plus this
+// backend's part, the int32 accumulator.
 
-struct linear_inputs {
-    const ggml_tensor *weight = nullptr, *input = nullptr, *wscale = nullptr, *bias = nullptr, *iscale = nullptr;
-    int     kind  = -1;
-    int     group = 1; // the ConvRot group of an F32 input (1 = none)
-    int64_t K = 0, N = 0, rows = 0;
-};
+using sd_int8_schema::linear_node;
+using sd_int8_schema::packed_scale_offset;
 
-bool decode_linear_inputs(const ggml_tensor * node, linear_inputs & in) {
-    if (!node || ggml_ext_get_op(node) != sd_op_linear_i8()) return false;
-    sd_linear_i8_attrs at{};
-    ggml_ext_get_attrs(node, &at, sizeof(at));
-    if (at.flags & ~(SD_LINEAR_I8_HAS_WEIGHT_SCALE | SD_LINEAR_I8_HAS_BIAS | SD_LINEAR_I8_HAS_INPUT_SCALE)) return false;
-    int n = 0;
-    while (n < GGML_MAX_SRC && node->src[n]) ++n;
-    const int expect = 2 + !!(at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) + !!(at.flags & SD_LINEAR_I8_HAS_BIAS) +
-                       !!(at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE);
-    if (n != expect) return false;
-    int i     = 0;
-    in.weight = node->src[i++];
-    in.input  = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_WEIGHT_SCALE) in.wscale = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_BIAS) in.bias = node->src[i++];
-    if (at.flags & SD_LINEAR_I8_HAS_INPUT_SCALE) in.iscale = node->src[i++];
-    in.kind  = at.input_kind;
-    in.group = at.group <= 1 ? 1 : at.group;
-    in.K     = in.weight->ne[0];
-    in.N     = in.weight->ne[1];
-    if (at.out_ne[0] < 1 || at.out_ne[1] < 1 || at.out_ne[2] < 1) return false;
-    in.rows = at.out_ne[0] * at.out_ne[1] * at.out_ne[2];
-    return true;
-}
-
-// Byte offset of the activation's F32 row scales inside a packed ConvRot tensor.
-size_t packed_scale_offset(int64_t K, int64_t rows) { return (size_t) (K * pad_up(rows, 4)); }
-
-// Workspace: [quantized activations + scales (F32 input only)] [int32 accumulator rows x N]
+// Workspace: [quantized activations + scales (F32 input only, the quantizer's packed layout)]
+// [int32 accumulator rows x N], parts 256-byte aligned (the workspace base is a device buffer's).
 struct linear_layout {
-    size_t act_bytes = 0, acc_off = 0, total = 0;
+    size_t act_off = 0, scale_off = 0, acc_off = 0, total = 0;
 };
 
-linear_layout layout_of(const linear_inputs & in) {
-    linear_layout l;
-    if (in.kind == SD_LINEAR_I8_INPUT_F32) l.act_bytes = packed_scale_offset(in.K, in.rows) + 4 * (size_t) in.rows;
-    l.acc_off = align_ws(l.act_bytes);
-    l.total   = l.acc_off + align_ws(sizeof(int32_t) * (size_t) in.rows * (size_t) in.N);
-    return l;
-}
-
-bool f32_vec(const ggml_tensor * t, int64_t n) {
-    return t && t->type == GGML_TYPE_F32 && ggml_is_contiguous(t) && ggml_nelements(t) == n && aligned_to(t, 4);
+linear_layout layout_of(const linear_node & l) {
+    sd_int8_schema::linear_workspace_spec spec;
+    spec.alignment = kWsAlign;
+    spec.layout    = sd_int8_schema::activation_layout::packed;
+    sd_int8_schema::linear_workspace w = sd_int8_schema::plan_linear_workspace(l, spec);
+    linear_layout                    r;
+    r.act_off   = (size_t) w.act_off;
+    r.scale_off = (size_t) w.scale_off;
+    r.acc_off   = (size_t) w.parts.add(sizeof(int32_t) * (uint64_t) l.M * (uint64_t) l.N);
+    r.total     = (size_t) w.parts.total(false);
+    return r;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -135,46 +105,32 @@ ggml_status linear_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
 } // namespace
 
 bool linear_node_supported(ggml_backend_dev_t dev, const ggml_tensor * node) {
-    linear_inputs in;
-    if (!decode_linear_inputs(node, in)) return false;
+    linear_node in;
+    if (!sd_int8_schema::decode_linear(node, in)) return false; // the schema's checks
     if (dev) {
         ggml_ext_gpu_device_info info{};
         if (!device_info(dev, info) || !info.int8_blas || info.compute_capability < 75) return false;
     }
-    const ggml_tensor * w = in.weight;
-    if (w->type != GGML_TYPE_I8 || !ggml_is_contiguous(w) || w->ne[2] != 1 || w->ne[3] != 1 || !aligned_to(w, 16))
-        return false;
-    const int64_t K = in.K, N = in.N, rows = in.rows;
-    if (K <= 0 || N <= 0 || K > SD_LINEAR_I8_MAX_K || K % 4 != 0 || N % 4 != 0 || N > INT32_MAX) return false;
-    if (rows > INT32_MAX - 3) return false;
-    if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node) || !aligned_to(node, 4) || ggml_nelements(node) != rows * N)
-        return false;
-    if (in.wscale && !f32_vec(in.wscale, N)) return false;
-    if (in.bias && !f32_vec(in.bias, N)) return false;
-    const ggml_tensor * x = in.input;
-    if (!ggml_is_contiguous(x) || x->ne[0] != K || !aligned_to(x, 16)) return false;
-    switch (in.kind) {
-        case SD_LINEAR_I8_INPUT_F32:
-            return x->type == GGML_TYPE_F32 && rows_of(x) == rows && !in.iscale && K % in.group == 0 &&
-                   quantizer_group_supported(dev, in.group);
-        case SD_LINEAR_I8_INPUT_PACKED:
-            return x->type == GGML_TYPE_I8 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] >= packed_ne1(K, rows) &&
-                   !in.iscale;
-        case SD_LINEAR_I8_INPUT_I8: return x->type == GGML_TYPE_I8 && rows_of(x) == rows && f32_vec(in.iscale, rows);
-        default: return false;
-    }
+    // this backend's limits: cuBLAS INT8 (K, N multiples of 4; 16-byte aligned I8 operands; int32
+    // dimensions), 4-byte aligned F32 vectors, the groups the CUDA quantizer rotates
+    const int64_t K = in.K, N = in.N, rows = in.M;
+    if (K % 4 != 0 || N % 4 != 0 || N > INT32_MAX || rows < 1 || rows > INT32_MAX - 3) return false;
+    if (!aligned_to(in.weight, 16) || !aligned_to(in.input, 16) || !aligned_to(node, 4)) return false;
+    for (const ggml_tensor * v : {in.weight_scale, in.bias, in.input_scale})
+        if (v && !aligned_to(v, 4)) return false;
+    return in.kind != SD_LINEAR_I8_INPUT_F32 || quantizer_group_supported(dev, in.group);
 }
 
 size_t linear_workspace_bytes(const ggml_tensor * node) {
-    linear_inputs in;
-    if (!decode_linear_inputs(node, in)) return 0;
+    linear_node in;
+    if (!sd_int8_schema::linear_operands(node, in) || in.M < 0) return 0;
     return layout_of(in).total;
 }
 
 ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, ggml_tensor * out, const ggml_tensor * gate,
                        const ggml_tensor * residual, void * ws, size_t ws_bytes) {
-    linear_inputs in;
-    if (!decode_linear_inputs(lin, in)) return GGML_STATUS_FAILED;
+    linear_node in;
+    if (!sd_int8_schema::linear_operands(lin, in) || in.M < 1) return GGML_STATUS_FAILED;
     const linear_layout l = layout_of(in);
     if (!ws || ws_bytes < l.total || ((uintptr_t) ws % 16) != 0) return GGML_STATUS_FAILED;
     exec_ctx ctx;
@@ -182,17 +138,17 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, ggml_ten
     cublasHandle_t blas = get_blas(backend);
     if (!blas) return GGML_STATUS_FAILED;
 
-    const int64_t K = in.K, N = in.N, rows = in.rows;
+    const int64_t K = in.K, N = in.N, rows = in.M;
     char *        wsb = (char *) ws;
     // the activation rows and their scales
     const int8_t * act = nullptr;
     const float *  sx  = nullptr;
     switch (in.kind) {
         case SD_LINEAR_I8_INPUT_F32:
-            if (!launch_quantize((const float *) in.input->data, wsb, K, rows, in.group, ctx.stream))
+            if (!launch_quantize((const float *) in.input->data, wsb + l.act_off, K, rows, in.group, ctx.stream))
                 return GGML_STATUS_FAILED;
-            act = (const int8_t *) wsb;
-            sx  = (const float *) (wsb + packed_scale_offset(K, rows));
+            act = (const int8_t *) (wsb + l.act_off);
+            sx  = (const float *) (wsb + l.scale_off);
             break;
         case SD_LINEAR_I8_INPUT_PACKED:
             act = (const int8_t *) in.input->data;
@@ -200,7 +156,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, ggml_ten
             break;
         case SD_LINEAR_I8_INPUT_I8:
             act = (const int8_t *) in.input->data;
-            sx  = (const float *) in.iscale->data;
+            sx  = (const float *) in.input_scale->data;
             break;
         default: return GGML_STATUS_FAILED;
     }
@@ -218,13 +174,13 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, ggml_ten
     // (other than exactly the residual)
     bool stage = (in.kind != SD_LINEAR_I8_INPUT_F32 &&
                   ((in.kind == SD_LINEAR_I8_INPUT_PACKED && overlaps(out, in.input)) ||
-                   (in.iscale && overlaps(out, in.iscale)))) ||
-                 (in.wscale && overlaps(out, in.wscale)) || (in.bias && overlaps(out, in.bias)) ||
+                   (in.input_scale && overlaps(out, in.input_scale)))) ||
+                 (in.weight_scale && overlaps(out, in.weight_scale)) || (in.bias && overlaps(out, in.bias)) ||
                  (gate && overlaps(out, gate)) || (residual && overlaps(out, residual) && !same_bytes(out, residual));
     epilogue_args a{};
     a.acc   = acc;
     a.sx    = sx;
-    a.sw    = in.wscale ? (const float *) in.wscale->data : nullptr;
+    a.sw    = in.weight_scale ? (const float *) in.weight_scale->data : nullptr;
     a.bias  = in.bias ? (const float *) in.bias->data : nullptr;
     a.gate  = gate ? (const float *) gate->data : nullptr;
     a.res   = residual ? (const float *) residual->data : nullptr;
