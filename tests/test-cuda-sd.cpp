@@ -303,8 +303,8 @@ TEST_F(CudaSd, RopeApplyBitIdenticalToCpu) {
     }
 }
 
-// RMS norm in double with another summation order than the CPU's: equal except where the float
-// scale's rounding straddles a boundary, so a relative tolerance of a few ulps.
+// Against the CPU chain: the double sum of squares in another order (and, on the CPU's fast path,
+// a float scale), so a relative tolerance of a few ulps.
 TEST_F(CudaSd, RmsNormMulRopeFusionMatchesCpu) {
     for (const bool scale : {false, true}) {
         for (const bool f16 : {false, true}) {
@@ -326,6 +326,35 @@ TEST_F(CudaSd, RmsNormMulRopeFusionMatchesCpu) {
                 expect_cuda_kernels(cu, {SD_CUDA_KERNEL_RMS_NORM_MUL_ROPE});
                 expect_close_f32(cpu.out, cu.out, f16 ? 1e-3f : 1e-5f, "fused rope output");
             }
+        }
+    }
+}
+
+// On the device itself the fusion reproduces the native RMS_NORM -> MUL -> RoPE [-> SCALE -> CPY]
+// chain bit for bit: fusion on equals fusion off.
+TEST_F(CudaSd, RmsNormMulRopeFusionEqualsUnfusedOnDevice) {
+    for (const bool tail : {false, true}) {
+        for (const bool strided : {false, true}) {
+            const rope_param p = {128, 48, 4, 1, 56, SD_ROPE_SPLIT_HALF, strided};
+            SCOPED_TRACE(std::string(tail ? "scale + f16" : "plain") + (strided ? " strided" : ""));
+            const builder b = [&](graph_case & g) {
+                ggml_tensor * x  = rope_input(g, p);
+                ggml_tensor * w  = g.input("w", GGML_TYPE_F32, {p.d}, fill::normal);
+                ggml_tensor * pe = g.input("pe", GGML_TYPE_F32, {2, 2, p.n_freq, p.L}, fill::normal);
+                ggml_tensor * y  = sd_rope_apply(g.ctx, ggml_mul(g.ctx, ggml_rms_norm(g.ctx, x, 1e-6f), w), pe, p.mode);
+                if (!tail) return y;
+                y = ggml_scale(g.ctx, y, 0.125f);
+                return ggml_cpy(g.ctx, y, ggml_new_tensor(g.ctx, GGML_TYPE_F16, 4, y->ne));
+            };
+            const run_result fused = run(true, b);
+            sd_ggml_set_fusion_enabled(false);
+            const run_result plain = run(true, b);
+            sd_ggml_set_fusion_enabled(true);
+            ASSERT_TRUE(fused.ok && plain.ok);
+            expect_cuda_kernels(fused, {SD_CUDA_KERNEL_RMS_NORM_MUL_ROPE});
+            for (const auto & s : plain.steps)
+                EXPECT_FALSE(s.kernel && std::string(s.kernel) == SD_CUDA_KERNEL_RMS_NORM_MUL_ROPE);
+            expect_same_bytes(fused.out, plain.out, 0, fused.out.size(), "fusion on vs off");
         }
     }
 }

@@ -4,15 +4,18 @@
 // Exactness (the CPU kernel's order, src/core/cpu/rope.cpp): every rotated element is
 // x0 * pe0 + x1 * pe1 with two separately rounded F32 products and one F32 add, written with
 // __fmul_rn / __fadd_rn so no multiply-add is ever contracted whatever the compiler flags; the
-// standalone kernel is therefore bit-identical to the CPU kernel. The fused RMS norm sums the
-// squares in double (each square of a float is exact in double) and forms the scale as
-// float(1 / sqrt(ss / d + eps)) in double, as the CPU backend's fast RMS_NORM does; only the order
-// of the double sum differs from the CPU's 16-lane order, so the float scale agrees with the CPU
-// except when that last double rounding straddles a float boundary. Then y = x * scale and the
-// separate weight multiply, as the native ops round them. The tail: SCALE with bias 0 is one
-// rounded product (scale * v), the F16 copy rounds to nearest even.
+// standalone kernel is therefore bit-identical to the CPU kernel. The fused kernel reproduces the
+// unfused chain on the same CUDA device (fusion on == fusion off, bit for bit): the native CUDA
+// RMS_NORM's row reduction operation for operation (ggml-cuda ops-rows.cu: a 256-thread block,
+// lane-strided double sums of x * x, the same shuffle / shared-memory tree, scale =
+// 1 / sqrt(sum / d + eps) in double, y = float(double(x) * scale)), then the native MUL (one
+// rounded float product), the same rotation, SCALE with bias 0 as one rounded product
+// (scale * v) and the F16 copy's round-to-nearest-even conversion. Against the CPU chain it
+// differs only by the order of the double sum (and, on the CPU's fast path, its float scale), so
+// the tests compare the fusion with the CPU within a few ulps.
 //
-// One warp per output row, a grid-stride loop over rows; x is read through its own float-aligned
+// Standalone: one warp per output row; fused: one 256-thread block per row (the native norm's
+// shape). Both loop over rows grid-stride; x is read through its own float-aligned
 // byte strides (any view), pe, w and the output are contiguous. An output that overlaps an input
 // is computed in the workspace and copied (stream-ordered), so allocator reuse is safe.
 
@@ -49,40 +52,68 @@ __device__ inline void store(const rope_args & a, int64_t at, float v) {
     else ((float *) a.out)[at] = v;
 }
 
-template <int MODE, bool FUSED> __global__ void rope_kernel(const rope_args a) {
+// The rotation of one row by `nthreads` threads starting at thread `t`: y_of(i) gives the
+// (normalised and weighted) input element i.
+template <int MODE, class Y>
+__device__ inline void rotate_row(const rope_args & a, const float * pr, int64_t orow, int t, int nthreads, Y y_of) {
+    for (int64_t j = t; j < a.n_freq; j += nthreads) {
+        const int64_t i0 = MODE == SD_ROPE_INTERLEAVED ? 2 * j : j;
+        const int64_t i1 = MODE == SD_ROPE_INTERLEAVED ? 2 * j + 1 : j + a.n_freq;
+        const float   y0 = y_of(i0), y1 = y_of(i1);
+        const float   p0 = pr[4 * j], p1 = pr[4 * j + 1], p2 = pr[4 * j + 2], p3 = pr[4 * j + 3];
+        store(a, orow + i0, __fadd_rn(__fmul_rn(y0, p0), __fmul_rn(y1, p1)));
+        store(a, orow + i1, __fadd_rn(__fmul_rn(y0, p2), __fmul_rn(y1, p3)));
+    }
+    for (int64_t i = 2 * a.n_freq + t; i < a.d; i += nthreads) store(a, orow + i, y_of(i));
+}
+
+// output row (h + H * n) * L + l: its input row
+__device__ inline const float * input_row(const rope_args & a, int64_t row) {
+    const int64_t l = row % a.L, hn = row / a.L, h = hn % a.H, n = hn / a.H;
+    return (const float *) (a.x + h * a.nb1 + l * a.nb2 + n * a.nb3);
+}
+
+template <int MODE> __global__ void rope_kernel(const rope_args a) {
     const int     lane = threadIdx.x % kWarp;
-    const int64_t HN = a.H * a.N, rows = a.L * HN;
-    const int64_t stride = (int64_t) gridDim.x * kRopeWarps;
+    const int64_t rows = a.L * a.H * a.N, stride = (int64_t) gridDim.x * kRopeWarps;
     for (int64_t row = (int64_t) blockIdx.x * kRopeWarps + threadIdx.x / kWarp; row < rows; row += stride) {
-        // output row (h + H * n) * L + l
-        const int64_t l = row % a.L, hn = row / a.L, h = hn % a.H, n = hn / a.H;
-        const float * xr = (const float *) (a.x + h * a.nb1 + l * a.nb2 + n * a.nb3);
-        const int64_t orow = row * a.d;
-        float         rs   = 1.0f;
-        if (FUSED) {
-            double ss = 0.0;
-            for (int64_t i = lane; i < a.d; i += kWarp) {
-                const double v = (double) xr[i];
-                ss += v * v; // exact square; the sum rounds in double
-            }
-            ss = warp_sum_f64(ss);
-            rs = (float) (1.0 / sqrt(ss / (double) a.d + (double) a.eps));
+        const float * xr = input_row(a, row);
+        rotate_row<MODE>(a, a.pe + (row % a.L) * 4 * a.n_freq, row * a.d, lane, kWarp,
+                         [&](int64_t i) { return xr[i]; });
+    }
+}
+
+constexpr int kNormThreads = 256; // the native RMS_NORM's row block
+
+// The native block sum (ops-rows.cu block_sum): xor butterfly in each warp, the warp totals
+// through shared memory, the butterfly again over them; every thread gets the same value.
+__device__ inline double native_block_sum(double v, double * sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    __syncthreads(); // sh may still be read by the previous row's reduction
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    double r = lane < nw ? sh[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
+    return r;
+}
+
+template <int MODE> __global__ void __launch_bounds__(kNormThreads) rope_norm_kernel(const rope_args a) {
+    __shared__ double sh[32];
+    const int64_t     rows = a.L * a.H * a.N;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float * xr  = input_row(a, row);
+        double        acc = 0.0;
+        for (int64_t i = threadIdx.x; i < a.d; i += blockDim.x) {
+            const double v = (double) xr[i];
+            acc            = __dadd_rn(acc, __dmul_rn(v, v)); // the square is exact in double
         }
-        // the (normalised and weighted) input element i
-        auto y_of = [&](int64_t i) -> float {
-            if (!FUSED) return xr[i];
-            return __fmul_rn(__fmul_rn(xr[i], rs), a.w[i]);
-        };
-        const float * pr = a.pe + l * 4 * a.n_freq;
-        for (int64_t j = lane; j < a.n_freq; j += kWarp) {
-            const int64_t i0 = MODE == SD_ROPE_INTERLEAVED ? 2 * j : j;
-            const int64_t i1 = MODE == SD_ROPE_INTERLEAVED ? 2 * j + 1 : j + a.n_freq;
-            const float   y0 = y_of(i0), y1 = y_of(i1);
-            const float   p0 = pr[4 * j], p1 = pr[4 * j + 1], p2 = pr[4 * j + 2], p3 = pr[4 * j + 3];
-            store(a, orow + i0, __fadd_rn(__fmul_rn(y0, p0), __fmul_rn(y1, p1)));
-            store(a, orow + i1, __fadd_rn(__fmul_rn(y0, p2), __fmul_rn(y1, p3)));
-        }
-        for (int64_t i = 2 * a.n_freq + lane; i < a.d; i += kWarp) store(a, orow + i, y_of(i));
+        acc                = native_block_sum(acc, sh);
+        const double scale = 1.0 / sqrt(acc / (double) a.d + (double) a.eps);
+        rotate_row<MODE>(a, a.pe + (row % a.L) * 4 * a.n_freq, row * a.d, threadIdx.x, blockDim.x, [&](int64_t i) {
+            // the native RMS_NORM's stored value, then the native MUL
+            return __fmul_rn(__double2float_rn(__dmul_rn((double) xr[i], scale)), a.w[i]);
+        });
     }
 }
 
@@ -151,16 +182,17 @@ ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_t
     if (stage && (!ws || ws_bytes < ggml_nbytes(out))) return GGML_STATUS_FAILED;
     a.out = stage ? ws : out->data;
 
-    const int64_t rows   = a.L * a.H * a.N;
-    const int64_t blocks = std::min<int64_t>((rows + kRopeWarps - 1) / kRopeWarps, 65535 * 8);
-    if (blocks == 0) return GGML_STATUS_SUCCESS;
-    const dim3 grid((unsigned) blocks), block(kRopeWarps * kWarp);
-    if (at.mode == SD_ROPE_INTERLEAVED) {
-        if (w) rope_kernel<SD_ROPE_INTERLEAVED, true><<<grid, block, 0, ctx.stream>>>(a);
-        else rope_kernel<SD_ROPE_INTERLEAVED, false><<<grid, block, 0, ctx.stream>>>(a);
+    const int64_t rows = a.L * a.H * a.N;
+    if (rows == 0) return GGML_STATUS_SUCCESS;
+    const bool il = at.mode == SD_ROPE_INTERLEAVED;
+    if (w) {
+        const dim3 grid((unsigned) std::min<int64_t>(rows, 65535 * 16));
+        if (il) rope_norm_kernel<SD_ROPE_INTERLEAVED><<<grid, kNormThreads, 0, ctx.stream>>>(a);
+        else rope_norm_kernel<SD_ROPE_SPLIT_HALF><<<grid, kNormThreads, 0, ctx.stream>>>(a);
     } else {
-        if (w) rope_kernel<SD_ROPE_SPLIT_HALF, true><<<grid, block, 0, ctx.stream>>>(a);
-        else rope_kernel<SD_ROPE_SPLIT_HALF, false><<<grid, block, 0, ctx.stream>>>(a);
+        const dim3 grid((unsigned) std::min<int64_t>((rows + kRopeWarps - 1) / kRopeWarps, 65535 * 16));
+        if (il) rope_kernel<SD_ROPE_INTERLEAVED><<<grid, kRopeWarps * kWarp, 0, ctx.stream>>>(a);
+        else rope_kernel<SD_ROPE_SPLIT_HALF><<<grid, kRopeWarps * kWarp, 0, ctx.stream>>>(a);
     }
     if (!launched("rope_apply")) return GGML_STATUS_FAILED;
     if (stage &&

@@ -56,12 +56,8 @@ inline bool launched(const char * kernel) { return cuda_ok(cudaGetLastError(), k
 #ifdef __CUDACC__
 constexpr int kWarp = 32;
 
-// Logical 32-lane butterfly sums / maxima: lanes xor 16, 8, 4, 2, 1 (every lane ends with the
+// Logical 32-lane butterfly maxima / ors: lanes xor 16, 8, 4, 2, 1 (every lane ends with the
 // same value, in the same order on every run).
-__device__ inline double warp_sum_f64(double v) {
-    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, kWarp);
-    return v;
-}
 __device__ inline float warp_max_f32(float v) {
     for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o, kWarp));
     return v;
