@@ -62,16 +62,18 @@ if ((build)); then
     step configure cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
         -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DSD_BUILD_BENCH=OFF "${launcher[@]}" ||
         { printf '%s\n' "${summary[@]}"; exit 1; }
-    # the CUDA test programs this tree has (test-cuda always; the others as their parts land)
-    targets=(ggml sdx test-cuda)
-    for t in test-cuda-sd test-cuda-graphs; do
-        if cmake --build build-cuda --target help 2>/dev/null | grep -q "^\.\.\. $t\$"; then targets+=("$t"); fi
-    done
+    # ggml, sdx and every CUDA program the tree has (test-cuda, and test-cuda-sd, test-cuda-graphs
+    # ... as those parts land): the targets with "cuda" in their name
+    targets=(ggml sdx)
+    while read -r t; do targets+=("$t"); done < <(cmake --build build-cuda --target help 2>/dev/null |
+        sed -n 's/^\.\.\. \([A-Za-z0-9_.-]*cuda[A-Za-z0-9_.-]*\).*/\1/p' | sort -u)
+    echo "targets: ${targets[*]}"
     step build cmake --build build-cuda -j"$jobs" --target "${targets[@]}" || { printf '%s\n' "${summary[@]}"; exit 1; }
 fi
 
-# every ctest entry of the CUDA parts (names contain "cuda"), those whose programs were built
-step ctest ctest --test-dir build-cuda -R cuda -j1 --output-on-failure --timeout 1200
+# every ctest entry of the CUDA parts: names containing "cuda" in any case (test-cuda, and the
+# discovered CudaGraphs.*, CudaSd.*, ... cases of the other CUDA programs)
+step ctest ctest --test-dir build-cuda -R '[Cc][Uu][Dd][Aa]' -j1 --output-on-failure --timeout 1200
 grep -E "backend-ops cases on CUDA|declined:" "$logs/ctest.log" | head -80
 
 if ((sdx_runs)); then
