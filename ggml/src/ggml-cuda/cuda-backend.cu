@@ -96,8 +96,12 @@ const char * backend_get_name(ggml_backend_t b) { return ctx_of(b)->dev->name.c_
 
 void backend_free(ggml_backend_t b) {
     cuda_backend_ctx * ctx = ctx_of(b);
-    CUDA_CHECK(cudaSetDevice(ctx->dev->ordinal));
-    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    // after the runtime shut down (a backend freed by a static destructor) there is nothing to wait for
+    const cudaError_t err = cudaSetDevice(ctx->dev->ordinal);
+    if (err != cudaErrorCudartUnloading) {
+        CUDA_CHECK(err);
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    }
 #ifdef GGML_CUDA_HAVE_CAPTURE
     if (ctx->capture_state) ggml_cuda_capture_state_free(ctx->capture_state);
 #endif

@@ -22,10 +22,20 @@ struct device_buffer_ctx {
 
 device_buffer_ctx * buf_ctx(ggml_backend_buffer_t b) { return static_cast<device_buffer_ctx *>(b->context); }
 
+// A buffer freed by a static destructor after the CUDA runtime has shut down: the memory went
+// with the process's context already, nothing to report.
+void check_free(cudaError_t err, const char * what) {
+    if (err == cudaErrorCudartUnloading) {
+        (void) cudaGetLastError();
+        return;
+    }
+    if (err != cudaSuccess) ggml_cuda_error(what, __func__, __FILE__, __LINE__, cudaGetErrorString(err));
+}
+
 void buffer_free(ggml_backend_buffer_t b) {
     device_buffer_ctx * ctx = buf_ctx(b);
-    CUDA_CHECK(cudaSetDevice(ctx->ordinal));
-    CUDA_CHECK(cudaFree(ctx->ptr));
+    check_free(cudaSetDevice(ctx->ordinal), "cudaSetDevice");
+    check_free(cudaFree(ctx->ptr), "cudaFree");
     delete ctx;
 }
 
@@ -129,7 +139,7 @@ const ggml_backend_buffer_type_i device_buft_iface = {
 // ---------------------------------------------------------------------------------------------
 // Pinned host memory: plain host memory to ggml (the CPU backend computes in it directly)
 
-void host_buffer_free(ggml_backend_buffer_t b) { CUDA_CHECK(cudaFreeHost(b->context)); }
+void host_buffer_free(ggml_backend_buffer_t b) { check_free(cudaFreeHost(b->context), "cudaFreeHost"); }
 
 void * host_buffer_get_base(ggml_backend_buffer_t b) { return b->context; }
 
