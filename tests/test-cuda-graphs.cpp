@@ -332,4 +332,75 @@ TEST_F(CudaGraphs, capture_failure_propagates_without_retry) {
     }
 }
 
+// =============================================================================================
+// Through the scheduler: it calls the plan hooks around the CUDA split
+
+// e = (a + b) * b * 0.5 computed by a scheduler over {CUDA, CPU}; ok: every output is right.
+struct sched_graph {
+    ggml_context * ctx = nullptr;
+    ggml_cgraph *  graph = nullptr;
+    ggml_tensor *  a = nullptr, *b = nullptr, *e = nullptr;
+    sched_graph() {
+        ggml_init_params params{ 1024 * 1024, nullptr, true };
+        ctx = ggml_init(params);
+        a   = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4096);
+        b   = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4096);
+        ggml_set_input(a);
+        ggml_set_input(b);
+        e = ggml_scale(ctx, ggml_mul(ctx, ggml_add(ctx, a, b), b), 0.5f);
+        ggml_set_output(e);
+        graph = ggml_new_graph(ctx);
+        ggml_build_forward_expand(graph, e);
+    }
+    ~sched_graph() { ggml_free(ctx); }
+    bool run(ggml_backend_sched_t sched, float x, float y) {
+        std::vector<float> va((size_t) ggml_nelements(a), x), vb((size_t) ggml_nelements(b), y);
+        ggml_backend_tensor_set(a, va.data(), 0, ggml_nbytes(a));
+        ggml_backend_tensor_set(b, vb.data(), 0, ggml_nbytes(b));
+        if (ggml_backend_sched_graph_compute(sched, graph) != GGML_STATUS_SUCCESS) return false;
+        std::vector<float> out((size_t) ggml_nelements(e));
+        ggml_backend_tensor_get(e, out.data(), 0, ggml_nbytes(e));
+        for (float v : out) {
+            if (v != (x + y) * y * 0.5f) return false;
+        }
+        return true;
+    }
+};
+
+class CudaSched : public CudaDevice {
+  protected:
+    void SetUp() override {
+        CudaDevice::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        cpu                        = ggml_backend_cpu_init();
+        ggml_backend_t backends[2] = { backend, cpu };
+        sched                      = ggml_backend_sched_new(backends, nullptr, 2, 256, false, false);
+        ASSERT_NE(sched, nullptr);
+    }
+    void TearDown() override {
+        if (sched != nullptr) ggml_backend_sched_free(sched);
+        if (cpu != nullptr) ggml_backend_free(cpu);
+        CudaDevice::TearDown();
+    }
+    ggml_backend_t       cpu   = nullptr;
+    ggml_backend_sched_t sched = nullptr;
+};
+
+TEST_F(CudaSched, repeated_computes_warm_up_capture_and_replay_with_new_input_contents) {
+    sched_graph g;
+    ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g.graph));
+    for (int i = 0; i < 6; i++) EXPECT_TRUE(g.run(sched, (float) i, 2.0f)) << "compute " << i;
+}
+
+TEST_F(CudaSched, reusable_plan_survives_scheduler_rebuild) {
+    // sd.cpp's per-step pattern: a new graph (new metadata arena) and a new plan every step
+    for (int i = 0; i < 6; i++) {
+        sched_graph g;
+        ggml_backend_sched_reset(sched);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g.graph));
+        EXPECT_TRUE(g.run(sched, (float) i, 3.0f)) << "step " << i;
+        EXPECT_TRUE(g.run(sched, (float) i + 0.5f, 3.0f)) << "step " << i << ", second compute";
+    }
+}
+
 } // namespace

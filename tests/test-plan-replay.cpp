@@ -100,6 +100,7 @@ std::unique_ptr<fake_plan> make_plan(const plan_options & o = {}) {
     p->info.i_end                   = ggml_graph_n_nodes(graph);
     p->info.steps                   = p->steps.data();
     p->info.n_steps                 = (int) p->steps.size();
+    p->info.n_ext_steps             = 1;
     p->info.workspace               = nullptr;
     p->info.workspace_bytes         = o.workspace_bytes;
     p->info.plan_identity           = &p->identity_tag;
@@ -303,6 +304,28 @@ TEST_F(PlanReplay, plan_whose_extensions_all_opt_in_is_captured_with_its_native_
     EXPECT_EQ(state.begin(p->info, stream_1, env), action::REPLAY);
 }
 
+TEST_F(PlanReplay, plan_without_extension_steps_is_captured_whole) {
+    // "when every selected extension opts in": with none selected, the scheduler marks the plan
+    // capture-safe and reusable, and its native fragments are captured as one graph
+    auto p = make_plan();
+    p->steps.pop_back();
+    p->steps[0].n_nodes             = p->info.i_end;
+    p->info.n_steps                 = 1;
+    p->info.n_ext_steps             = 0;
+    p->info.workspace_bytes         = 0;
+    p->info.all_ext_capture_safe    = true;
+    p->info.all_ext_replay_reusable = true;
+    capture(state, *p, 1);
+    EXPECT_EQ(state.begin(p->info, stream_1, env), action::REPLAY);
+    auto rebuilt = make_plan();
+    rebuilt->steps                        = p->steps;
+    rebuilt->info.steps                   = rebuilt->steps.data();
+    rebuilt->info.n_steps                 = 1;
+    rebuilt->info.n_ext_steps             = 0;
+    rebuilt->info.workspace_bytes         = 0;
+    EXPECT_EQ(state.begin(rebuilt->info, stream_1, env), action::REPLAY);
+}
+
 TEST_F(PlanReplay, disable_graphs_env_keeps_ordinary_dispatch) {
     EXPECT_FALSE(ggml_plan_replay_env_disables_graphs(nullptr));
     EXPECT_TRUE(ggml_plan_replay_env_disables_graphs("1"));
@@ -356,9 +379,11 @@ TEST_F(PlanReplay, plans_over_different_node_ranges_keep_their_own_captures) {
     second->steps.erase(second->steps.begin());
     second->info.steps   = second->steps.data();
     second->info.n_steps = 1;
+    second->info.n_ext_steps = 1;
     second->info.i_start = 1;
     first->steps.pop_back();
     first->info.n_steps = 1;
+    first->info.n_ext_steps = 0;
     first->info.i_end   = 1;
     capture(state, *first, 1);
     capture(state, *second, 2);
