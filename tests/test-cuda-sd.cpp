@@ -482,6 +482,22 @@ TEST_F(CudaSd, LinearI8GateResidualFusionBitIdenticalToCpu) {
     }
 }
 
+// The gate computed after the linear (independent work inside the chain): the graph-delay rule
+// gathers the chain so it still fuses.
+TEST_F(CudaSd, LinearI8GateResidualGraphDelayGathersSplitChain) {
+    const linear_param p = {3072, 3072, 4, SD_LINEAR_I8_INPUT_PACKED, 256, true, true};
+    const builder      b = [&](graph_case & g) {
+        ggml_tensor * y    = build_linear(g, p);
+        ggml_tensor * gate = ggml_scale(g.ctx, g.input("gate", GGML_TYPE_F32, {p.N}, fill::normal), 0.5f);
+        ggml_tensor * res  = g.input("res", GGML_TYPE_F32, {p.N, p.rows}, fill::normal);
+        return ggml_add(g.ctx, res, ggml_mul(g.ctx, y, gate));
+    };
+    const run_result cpu = run(false, b), cu = run(true, b);
+    ASSERT_TRUE(cpu.ok && cu.ok);
+    expect_cuda_kernels(cu, {SD_CUDA_KERNEL_LINEAR_I8_GATE_RES});
+    expect_same_f32(cpu.out, cu.out, "fused output");
+}
+
 // ---------------------------------------------------------------------------------------------
 // FP32 Mul(gate) -> Add(residual) (affine.cu): the native MUL and ADD roundings
 

@@ -6,15 +6,20 @@
 // (sd_chain matchers). Overlapping outputs go through the workspace, except an exact in-place
 // residual (int8.cu's linear_run).
 //
-// Not here (spec, "i8_gated_residual.cu"): the optional Scale and Concat steps, the graph-delay
-// optimizer that moves gate producers ahead of the GEMM, and the CUTLASS Stream-K GEMM; without
-// CUTLASS the cuBLAS GEMM is the only path.
+// A graph-delay rule (the optimize callback) gathers a chain whose nodes are split by independent
+// work (e.g. the gate produced after the GEMM), before fusion matching.
+//
+// Not here (spec, "i8_gated_residual.cu"): the optional Scale and Concat steps and the CUTLASS
+// Stream-K GEMM; without CUTLASS the cuBLAS GEMM is the only path.
 
 #include "cuda_kernels.h"
+#include "graph_gather.h"
 
 #include "../chain_match.h"
 #include "../ggml_extensions.h"
 #include "../kernel_desc.h"
+
+#include <vector>
 
 namespace SD_CUDA_NAMESPACE {
 
@@ -50,6 +55,26 @@ int epilogue_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first,
     return chain_of(dev, nodes, 2, c) ? 2 : 0;
 }
 
+// Graph-delay rule: each linear whose sole reader is a MUL(gate) whose sole reader is the ADD
+// (or whose sole reader is the ADD) is gathered so epilogue_match sees the chain consecutive.
+void epilogue_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
+    if (!fusion_enabled()) return;
+    const ggml_ext_op_t                           lop = sd_op_linear_i8();
+    std::vector<std::vector<const ggml_tensor *>> chains;
+    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
+        ggml_tensor * lin = ggml_graph_node(g, i);
+        if (ggml_ext_get_op(lin) != lop) continue;
+        ggml_tensor * c1 = sd_cuda_graph::sole_consumer(g, lin, i);
+        if (c1 == nullptr) continue;
+        ggml_tensor *       c2       = c1->op == GGML_OP_MUL ? sd_cuda_graph::sole_consumer(g, c1, i) : nullptr;
+        const ggml_tensor * nodes[3] = {lin, c1, c2};
+        epilogue_chain      c;
+        if (c2 && chain_of(dev, nodes, 3, c)) chains.push_back({lin, c1, c2});
+        else if (chain_of(dev, nodes, 2, c)) chains.push_back({lin, c1});
+    }
+    for (const auto & chain : chains) sd_cuda_graph::gather_before_last(g, chain);
+}
+
 ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
     epilogue_chain c;
     if ((nodes->n_nodes != 2 && nodes->n_nodes != 3) || !chain_of(nullptr, nodes->nodes, nodes->n_nodes, c))
@@ -71,8 +96,8 @@ ggml_status epilogue_execute(ggml_backend_t backend, const ggml_ext_nodes * node
 
 bool register_gated_residual(ggml_backend_dev_t dev) {
     using namespace sd_kernels;
-    ggml_ext_kernel_desc d = fusion_rule(SD_CUDA_KERNEL_LINEAR_I8_GATE_RES, epilogue_match, nullptr, epilogue_prepare,
-                                         epilogue_execute);
+    ggml_ext_kernel_desc d = fusion_rule(SD_CUDA_KERNEL_LINEAR_I8_GATE_RES, epilogue_match, epilogue_optimize,
+                                         epilogue_prepare, epilogue_execute);
     d.priority = 10; // considered before the FP32 Mul -> Add rule (affine.cu)
     return register_all(dev, &d, 1, "sd cuda int8 gate/residual");
 }

@@ -20,12 +20,14 @@
 // is computed in the workspace and copied (stream-ordered), so allocator reuse is safe.
 
 #include "cuda_kernels.h"
+#include "graph_gather.h"
 
 #include "../ggml_extensions.h"
 #include "../kernel_desc.h"
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace SD_CUDA_NAMESPACE {
 
@@ -277,6 +279,29 @@ int fused_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, vo
     return chain_length(dev, n, avail, tail);
 }
 
+// Graph-delay rule: RMS_NORM, its MUL, the RoPE [, SCALE] [, F16 CPY], each the sole reader of
+// the previous, with independent work in between (the PE table, another projection) are gathered
+// so fused_match sees them consecutive.
+void fused_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
+    if (!fusion_enabled()) return;
+    std::vector<std::vector<const ggml_tensor *>> chains;
+    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
+        ggml_tensor * t = ggml_graph_node(g, i);
+        if (t->op != GGML_OP_RMS_NORM) continue;
+        const ggml_tensor * n[5]  = {t};
+        int                 avail = 1;
+        while (avail < 5) {
+            ggml_tensor * c = sd_cuda_graph::sole_consumer(g, n[avail - 1], i);
+            if (c == nullptr) break;
+            n[avail++] = c;
+        }
+        rope_tail tail;
+        const int len = chain_length(dev, n, avail, tail);
+        if (len >= 3) chains.push_back({n, n + len});
+    }
+    for (const auto & chain : chains) sd_cuda_graph::gather_before_last(g, chain);
+}
+
 ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
                           void *) {
     rope_tail tail;
@@ -294,7 +319,7 @@ bool register_rope(ggml_backend_dev_t dev) {
     using namespace sd_kernels;
     const ggml_ext_kernel_desc descs[] = {
         op_kernel(SD_CUDA_KERNEL_ROPE_APPLY, sd_op_rope_apply(), rope_supports, rope_prepare, rope_execute),
-        fusion_rule(SD_CUDA_KERNEL_RMS_NORM_MUL_ROPE, fused_match, nullptr, rope_prepare, fused_execute),
+        fusion_rule(SD_CUDA_KERNEL_RMS_NORM_MUL_ROPE, fused_match, fused_optimize, rope_prepare, fused_execute),
     };
     return register_all(dev, descs, 2, "sd cuda rope");
 }
