@@ -13,10 +13,12 @@
 //   F16 weights with F16 activations                        -> F16 GEMM
 //   BF16 weights                                            -> BF16 GEMM (activations rounded to
 //                                                              BF16, as upstream's CPU backend does)
-//   block-quantized weights -> dequantized (convert.cu) to F16 when the activations are F16, to F32
+//   block-quantized weights -> dequantized (convert.cu; permuted weights too, rows stay whole
+//                              blocks) to F16 when the activations are F16, to F32
 //                              otherwise (the reference's values exactly), then as above.
 
 #include "common.cuh"
+#include "convert.cuh"
 
 #include <cuda_bf16.h>
 
@@ -91,11 +93,14 @@ operand prepare(ggml_cuda_op_ctx & ctx, const ggml_tensor * t, ggml_type gt, ggm
     const int64_t n = ggml_nelements(t);
     void *        p = tmp.alloc((size_t) n * es);
     if (is_block_quantized(t->type)) {
-        // contiguous (ggml_cuda_mul_mat_supports): whole blocks, in order
+        // rows of whole blocks (ggml_cuda_mul_mat_supports); contiguous in one run
+        const bool packed = ggml_is_contiguous(t);
         if (gt == GGML_TYPE_F16) {
-            ggml_cuda_convert_to_f16(t->data, t->type, (__half *) p, n, ctx.stream);
+            if (packed) ggml_cuda_convert_to_f16(t->data, t->type, (__half *) p, n, ctx.stream);
+            else        ggml_cuda_dequantize_rows_to_f16(t, (__half *) p, ctx.stream);
         } else {
-            ggml_cuda_convert_to_f32(t->data, t->type, (float *) p, n, ctx.stream);
+            if (packed) ggml_cuda_convert_to_f32(t->data, t->type, (float *) p, n, ctx.stream);
+            else        ggml_cuda_dequantize_rows_to_f32(t, (float *) p, ctx.stream);
         }
     } else {
         const int64_t grid = (n + k_block_threads - 1) / k_block_threads;
@@ -121,8 +126,8 @@ bool ggml_cuda_mul_mat_supports(const ggml_tensor * op, int cc) {
     if (!ggml_cuda_can_convert(src0->type)) return false;
     if (src1->type != GGML_TYPE_F32 && src1->type != GGML_TYPE_F16 && src1->type != GGML_TYPE_BF16) return false;
     if (src0->type == GGML_TYPE_BF16 && cc < 80) return false; // BF16 GEMM: Ampere and later
-    // block-quantized weights are dequantized as one packed run of blocks
-    if (is_block_quantized(src0->type) && !ggml_is_contiguous(src0)) return false;
+    // block-quantized weights are dequantized row by row: each row a run of whole blocks
+    if (is_block_quantized(src0->type) && src0->nb[0] != ggml_type_size(src0->type)) return false;
     if (op->nb[0] != sizeof(float) || op->nb[1] != (size_t) op->ne[0] * sizeof(float)) return false;
     if (src0->ne[2] == 0 || src0->ne[3] == 0 || src1->ne[2] % src0->ne[2] != 0 || src1->ne[3] % src0->ne[3] != 0) {
         return false;
