@@ -66,7 +66,9 @@ bool ggml_plan_key_build(const ggml_backend_plan_info & info, const void * strea
     if (out == nullptr || !plan_info_valid(info)) return false;
 
     ggml_plan_key key;
-    key_writer    w{ key };
+    // about 60 words per node with two sources: one allocation per key for typical graphs
+    key.words.reserve(8 + (size_t) (info.i_end - info.i_start) * 64 + (size_t) info.n_steps * 6);
+    key_writer w{ key };
     w.put(TAG_HEADER);
     w.put_ptr(stream);
     w.put((uint64_t) (info.i_end - info.i_start));
