@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -262,6 +263,19 @@ TEST_F(CudaGraphs, changing_a_tensor_address_invalidates_and_rewarms) {
         t->buffer = plan->buf;
     }
     ggml_backend_buffer_free(moved);
+}
+
+// Run by the ctest entry test-cuda-graphs-disabled with GGML_CUDA_DISABLE_GRAPHS=1 (the backend
+// reads it once per process).
+TEST_F(CudaGraphs, disable_graphs_env_keeps_ordinary_dispatch) {
+    if (std::getenv("GGML_CUDA_DISABLE_GRAPHS") == nullptr) GTEST_SKIP() << "needs GGML_CUDA_DISABLE_GRAPHS=1";
+    ggml_status status;
+    for (float x = 0; x < 4; x++) {
+        plan->set_inputs(x, 1);
+        EXPECT_EQ(execute(backend, *plan, &status), GGML_BACKEND_PLAN_EXECUTE);
+        EXPECT_EQ(status, GGML_STATUS_SUCCESS);
+        EXPECT_TRUE(plan->output_is(x, 1));
+    }
 }
 
 TEST_F(CudaGraphs, reusable_plan_survives_scheduler_rebuild) {
