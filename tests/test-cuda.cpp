@@ -16,6 +16,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml-cuda.h"
+#include "ggml-cuda/dequant-block.cuh" // the device decoders, compiled here for the host
 
 #ifdef SDX_BIN
 #include "support/run-tool.h"
@@ -31,6 +32,10 @@
 #include <string>
 #include <sys/stat.h>
 #include <vector>
+
+// the types convert.cu decodes (declared in ggml/src/ggml-cuda/common.cuh, which needs the CUDA
+// headers; the library exports it)
+bool ggml_cuda_can_convert(enum ggml_type type);
 
 namespace {
 
@@ -166,6 +171,60 @@ TEST(CudaRegistry, SdxDeviceCudaWithoutADeviceIsAnError) {
     EXPECT_NE(r.err.find("CPU"), std::string::npos) << "the devices there are are listed: " << r.err;
 }
 #endif
+
+// ---------------------------------------------------------------------------------------------
+// The block decoders of the device conversions (ggml/src/ggml-cuda/dequant-block.cuh), on the host
+
+template <typename Block> void decode_all(const void * q, float * out, int64_t n, int64_t qk) {
+    const Block * blocks = static_cast<const Block *>(q);
+    for (int64_t i = 0; i < n; i++) out[i] = ggml_cuda_dq::decode(blocks[i / qk], (int) (i % qk));
+}
+
+void decode_type(ggml_type t, const void * q, float * out, int64_t n) {
+    switch (t) {
+        case GGML_TYPE_Q8_0: decode_all<block_q8_0>(q, out, n, QK8_0); break;
+        case GGML_TYPE_Q4_0: decode_all<block_q4_0>(q, out, n, QK4_0); break;
+        case GGML_TYPE_Q4_1: decode_all<block_q4_1>(q, out, n, QK4_1); break;
+        case GGML_TYPE_Q5_0: decode_all<block_q5_0>(q, out, n, QK5_0); break;
+        case GGML_TYPE_Q5_1: decode_all<block_q5_1>(q, out, n, QK5_1); break;
+        case GGML_TYPE_Q4_K: decode_all<block_q4_K>(q, out, n, QK_K); break;
+        case GGML_TYPE_Q5_K: decode_all<block_q5_K>(q, out, n, QK_K); break;
+        case GGML_TYPE_Q6_K: decode_all<block_q6_K>(q, out, n, QK_K); break;
+        default: FAIL() << "no decoder for " << ggml_type_name(t);
+    }
+}
+
+// Every block type mul_mat dequantizes on the device decodes to the CPU dequantizer's floats,
+// bit for bit (runs without a GPU: the same decoder source the kernels use)
+TEST(CudaDequant, DecodersMatchTheCpuDequantizersBitForBit) {
+    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+                               GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+    const int64_t   per_row = 1024, rows = 6;
+    std::mt19937    rng(5);
+    std::vector<float> src((size_t) (per_row * rows));
+    for (int64_t r = 0; r < rows; r++) {
+        // rows of different scales, one all-zero row, one with a large outlier
+        const float scale = r == 0 ? 0.0f : std::ldexp(1.0f, (int) r * 3 - 8);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (int64_t i = 0; i < per_row; i++) src[(size_t) (r * per_row + i)] = scale * nd(rng);
+        if (r == 5) src[(size_t) (r * per_row + 17)] = 1000.0f;
+    }
+    for (ggml_type t : types) {
+        ASSERT_TRUE(ggml_cuda_can_convert(t)) << ggml_type_name(t);
+        std::vector<uint8_t> q(ggml_row_size(t, per_row) * (size_t) rows);
+        ggml_quantize_chunk(t, src.data(), q.data(), 0, rows, per_row, nullptr);
+        std::vector<float> ref(src.size()), dec(src.size());
+        ggml_get_type_traits(t)->to_float(q.data(), ref.data(), per_row * rows);
+        decode_type(t, q.data(), dec.data(), per_row * rows);
+        for (size_t i = 0; i < ref.size(); i++) {
+            uint32_t a, b;
+            memcpy(&a, &ref[i], 4);
+            memcpy(&b, &dec[i], 4);
+            ASSERT_EQ(a, b) << ggml_type_name(t) << " element " << i << ": " << ref[i] << " vs " << dec[i];
+        }
+    }
+    for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_I32}) EXPECT_FALSE(ggml_cuda_can_convert(t));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Device and memory

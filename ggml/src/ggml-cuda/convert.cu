@@ -1,16 +1,15 @@
 // convert.cu — contiguous F16 / BF16 / F32 and block-quantized data to F16 or F32 on the device
 // (ggml_cuda_convert_to_f16 / _f32, declared in common.cuh).
 //
-// One thread per output element: each decodes its element straight from the block (scale, min
-// and quant bits), which keeps every type a few lines long and memory access coalesced enough
-// for what this is used for (weights dequantized once per mul_mat). The element formulas are the
-// reference dequantizers' (ggml/src/formats/ggml-quants.cpp) with the same F32 order of
-// operations, so F32 outputs match the CPU bit for bit; the block layouts are
-// ggml/src/formats/ggml-common.h's.
+// One thread per output element: each decodes its element straight from the block
+// (dequant-block.cuh: scale, min and quant bits), which keeps every type a few lines long and
+// memory access coalesced enough for what this is used for (weights dequantized once per
+// mul_mat). F32 outputs match the CPU's dequantizers bit for bit (test-cuda checks the decoders
+// against them on the host).
 
 #include "common.cuh"
 #include "convert.cuh"
-#include "formats/ggml-common.h"
+#include "dequant-block.cuh"
 
 #include <cuda_bf16.h>
 
@@ -18,83 +17,7 @@ namespace {
 
 constexpr int k_block_threads = 256;
 
-__device__ __forceinline__ float half_bits_to_f32(ggml_fp16_t h) { return __half2float(__ushort_as_half(h)); }
-
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) { return __uint_as_float((uint32_t) b << 16); }
-
-// 4-bit quant of element j (0..31) of a Q4_0 / Q4_1 / Q5_0 / Q5_1 block: low nibbles hold
-// elements 0..15, high nibbles 16..31
-__device__ __forceinline__ int nibble32(const uint8_t * qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
-
-// the fifth bit of element j of a Q5_0 / Q5_1 block: bit j of qh, little-endian
-__device__ __forceinline__ int bit5(const uint8_t * qh, int j) { return (qh[j / 8] >> (j % 8)) & 1; }
-
-// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7), packed into 12 bytes
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t * s, int & sc, int & m) {
-    if (j < 4) {
-        sc = s[j] & 63;
-        m  = s[j + 4] & 63;
-    } else {
-        sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-        m  = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
-// Q4_K / Q5_K: 64-element chunks; byte l of chunk c holds element 64c + l (low nibble) and
-// 64c + 32 + l (high nibble)
-__device__ __forceinline__ int nibble_k(const uint8_t * qs, int e) {
-    const int c = e / 64, r = e % 64;
-    return r < 32 ? qs[32 * c + r] & 0xF : qs[32 * c + r - 32] >> 4;
-}
-
-// The value of element e of a block; one overload per block type.
-__device__ __forceinline__ float decode(const block_q8_0 & b, int e) { return half_bits_to_f32(b.d) * (float) b.qs[e]; }
-
-__device__ __forceinline__ float decode(const block_q4_0 & b, int e) {
-    return half_bits_to_f32(b.d) * (float) (nibble32(b.qs, e) - 8);
-}
-
-__device__ __forceinline__ float decode(const block_q4_1 & b, int e) {
-    return half_bits_to_f32(b.d) * (float) nibble32(b.qs, e) + half_bits_to_f32(b.m);
-}
-
-__device__ __forceinline__ float decode(const block_q5_0 & b, int e) {
-    const int q = nibble32(b.qs, e) | (bit5(b.qh, e) << 4);
-    return half_bits_to_f32(b.d) * (float) (q - 16);
-}
-
-__device__ __forceinline__ float decode(const block_q5_1 & b, int e) {
-    const int q = nibble32(b.qs, e) | (bit5(b.qh, e) << 4);
-    return half_bits_to_f32(b.d) * (float) q + half_bits_to_f32(b.m);
-}
-
-// K-quants: x = (d * sc) * q - (dmin * m), the reference's order
-__device__ __forceinline__ float decode(const block_q4_K & b, int e) {
-    int sc, m;
-    scale_min_k4(e / 32, b.scales, sc, m);
-    const float dl = half_bits_to_f32(b.d) * (float) sc;
-    const float ml = half_bits_to_f32(b.dmin) * (float) m;
-    return dl * (float) nibble_k(b.qs, e) - ml;
-}
-
-__device__ __forceinline__ float decode(const block_q5_K & b, int e) {
-    int sc, m;
-    scale_min_k4(e / 32, b.scales, sc, m);
-    const float dl = half_bits_to_f32(b.d) * (float) sc;
-    const float ml = half_bits_to_f32(b.dmin) * (float) m;
-    const int   q  = nibble_k(b.qs, e) | (((b.qh[e % 32] >> (e / 32)) & 1) << 4);
-    return dl * (float) q - ml;
-}
-
-// Q6_K: element 128c + 32k + l has its low 4 bits in ql[64c + l + 32 (k & 1)] (low nibble for
-// k < 2, high otherwise) and its top 2 bits in bits 2k..2k+1 of qh[32c + l]; stored q + 32
-__device__ __forceinline__ float decode(const block_q6_K & b, int e) {
-    const int c = e / 128, k = (e % 128) / 32, l = e % 32;
-    const int lo = (b.ql[64 * c + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0xF;
-    const int hi = (b.qh[32 * c + l] >> (2 * k)) & 3;
-    const float dl = half_bits_to_f32(b.d) * (float) b.scales[e / 16];
-    return dl * (float) ((lo | (hi << 4)) - 32);
-}
 
 template <typename T> __device__ __forceinline__ T from_f32(float x);
 template <> __device__ __forceinline__ float  from_f32<float>(float x) { return x; }
@@ -114,7 +37,7 @@ __global__ void dequantize_kernel(const char * __restrict__ src, row_layout l, D
     const int64_t i0 = i % l.ne0, r = i / l.ne0;
     const int64_t i1 = r % l.ne1, i2 = (r / l.ne1) % l.ne2, i3 = r / (l.ne1 * l.ne2);
     const Block * row = (const Block *) (src + i1 * l.nb1 + i2 * l.nb2 + i3 * l.nb3);
-    dst[i] = from_f32<Dst>(decode(row[i0 / QK], (int) (i0 % QK)));
+    dst[i] = from_f32<Dst>(ggml_cuda_dq::decode(row[i0 / QK], (int) (i0 % QK)));
 }
 
 // F16 / BF16 / F32 sources: element-wise (F16 -> F16 is a plain copy through F32, exact)
@@ -123,7 +46,7 @@ template <typename Dst> __global__ void float_kernel(const void * __restrict__ s
     if (i >= n) return;
     float x;
     switch (type) {
-        case GGML_TYPE_F16:  x = half_bits_to_f32(((const ggml_fp16_t *) src)[i]); break;
+        case GGML_TYPE_F16:  x = ggml_cuda_dq::half_bits_to_f32(((const ggml_fp16_t *) src)[i]); break;
         case GGML_TYPE_BF16: x = bf16_bits_to_f32(((const uint16_t *) src)[i]); break;
         default:             x = ((const float *) src)[i]; break;
     }
