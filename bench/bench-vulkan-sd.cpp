@@ -150,6 +150,15 @@ std::vector<bench_case> cases() {
     std::vector<bench_case> v;
     v.push_back({"quantize_i8_convrot", "[512, 128] G256", false,
                  [](ggml_context * c, ggml_context * in) { return quant_in(c, in, H); }});
+    // the MLP-width row with the model's group and with the large groups of convert-to-quant's
+    // dynamic mode (scratch rows in device memory: convrot_large.glsl)
+    for (const int g : {256, 1024, 16384}) {
+        static const std::string shapes[] = {"[16384, 128] G256", "[16384, 128] G1024", "[16384, 128] G16384"};
+        v.push_back({"quantize_i8_convrot", shapes[g == 256 ? 0 : g == 1024 ? 1 : 2].c_str(), false,
+                     [g](ggml_context * c, ggml_context * in) {
+                         return ggml_quantize_i8_convrot(c, input(in, GGML_TYPE_F32, {16384, L}), g);
+                     }});
+    }
     v.push_back({"linear_i8 (I8 + scales)", "K512 N512 x128", false, [](ggml_context * c, ggml_context * in) {
                      return linear(c, in, activations(in, H), H, H);
                  }, 2.0 * H * H * L});
