@@ -185,8 +185,8 @@ void ggml_cuda_rows_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
 bool ggml_cuda_layout_supports(const ggml_tensor * op);
 void ggml_cuda_layout_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
 
-// ops-image.cu: UPSCALE, IM2COL, CONV_2D CONV_2D_DW, CONV_TRANSPOSE_1D CONV_TRANSPOSE_2D,
-// POOL_1D POOL_2D
+// ops-image.cu: UPSCALE, IM2COL IM2COL_3D, CONV_2D CONV_2D_DW CONV_3D, CONV_TRANSPOSE_1D
+// CONV_TRANSPOSE_2D, POOL_1D POOL_2D
 bool ggml_cuda_image_supports(const ggml_tensor * op);
 void ggml_cuda_image_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
 

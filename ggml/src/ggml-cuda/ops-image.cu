@@ -1,6 +1,6 @@
-// ops-image.cu — CUDA kernels of the image ops: UPSCALE (nearest / bilinear / bicubic), IM2COL,
-// the direct convolutions CONV_2D and CONV_2D_DW, CONV_TRANSPOSE_1D / CONV_TRANSPOSE_2D and the
-// pools POOL_1D / POOL_2D.
+// ops-image.cu — CUDA kernels of the image ops: UPSCALE (nearest / bilinear / bicubic), IM2COL and
+// IM2COL_3D, the direct convolutions CONV_2D, CONV_2D_DW and CONV_3D, CONV_TRANSPOSE_1D /
+// CONV_TRANSPOSE_2D and the pools POOL_1D / POOL_2D.
 //
 // Semantics are the CPU backend's (ggml-cpu/ops-pool-upscale.cpp, ops-conv.cpp): the same
 // op_params slots and index maps, float coordinate math for resampling (so nearest picks the same
@@ -227,6 +227,58 @@ __global__ void k_pool_1d(ggml_cuda_tdesc a, ggml_cuda_tdesc d, int op, int k0, 
 }
 
 // ---------------------------------------------------------------------------------------------
+// 3-D: kernel [KW, KH, KD, IC*OC], data [W, H, D, IC*N] (channel c of image n at dim-3 index
+// n*IC + c). IM2COL_3D: dst [IC*KD*KH*KW, OW, OH, OD*N], element k = ((c*KD + kz)*KH + ky)*KW + kx;
+// CONV_3D: dst [OW, OH, OD, OC*N] (channel oc of image n at n*OC + oc).
+
+struct conv3_args {
+    int     s[3], p[3], d[3];
+    int64_t IC;
+};
+
+__global__ void k_im2col_3d(ggml_cuda_tdesc kt, ggml_cuda_tdesc b, ggml_cuda_tdesc d, conv3_args g, int64_t OD, int64_t n) {
+    const int64_t KW = kt.ne[0], KH = kt.ne[1], KD = kt.ne[2];
+    GGML_CUDA_GRID_STRIDE(e, n) {
+        int64_t k, ox, oy, nz;
+        ggml_cuda_unravel(e, d.ne, k, ox, oy, nz);
+        const int64_t kx = k % KW, ky = (k / KW) % KH, kz = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
+        const int64_t oz = nz % OD, nn = nz / OD;
+        const int64_t x = ox * g.s[0] + kx * g.d[0] - g.p[0];
+        const int64_t y = oy * g.s[1] + ky * g.d[1] - g.p[1];
+        const int64_t z = oz * g.s[2] + kz * g.d[2] - g.p[2];
+        float         v = 0.0f;
+        if (x >= 0 && x < b.ne[0] && y >= 0 && y < b.ne[1] && z >= 0 && z < b.ne[2]) v = at(b, x, y, z, nn * g.IC + c);
+        ggml_cuda_store_f32(d.data + ggml_cuda_offset(d, k, ox, oy, nz), d.type, v);
+    }
+}
+
+__global__ void k_conv_3d(ggml_cuda_tdesc kt, ggml_cuda_tdesc b, ggml_cuda_tdesc d, conv3_args g, int64_t OC, int64_t n) {
+    const int64_t KW = kt.ne[0], KH = kt.ne[1], KD = kt.ne[2];
+    GGML_CUDA_GRID_STRIDE(e, n) {
+        int64_t ox, oy, oz, j;
+        ggml_cuda_unravel(e, d.ne, ox, oy, oz, j);
+        const int64_t oc = j % OC, nn = j / OC;
+        float         acc = 0.0f;
+        for (int64_t c = 0; c < g.IC; ++c) {
+            for (int64_t kz = 0; kz < KD; ++kz) {
+                const int64_t z = oz * g.s[2] + kz * g.d[2] - g.p[2];
+                if (z < 0 || z >= b.ne[2]) continue;
+                for (int64_t ky = 0; ky < KH; ++ky) {
+                    const int64_t y = oy * g.s[1] + ky * g.d[1] - g.p[1];
+                    if (y < 0 || y >= b.ne[1]) continue;
+                    for (int64_t kx = 0; kx < KW; ++kx) {
+                        const int64_t x = ox * g.s[0] + kx * g.d[0] - g.p[0];
+                        if (x < 0 || x >= b.ne[0]) continue;
+                        acc += at(kt, kx, ky, kz, oc * g.IC + c) * at(b, x, y, z, nn * g.IC + c);
+                    }
+                }
+            }
+        }
+        ggml_cuda_store_f32(d.data + ggml_cuda_offset(d, ox, oy, oz, j), d.type, acc);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Support checks
 
 bool upscale_supported(const ggml_tensor * dst) {
@@ -292,12 +344,40 @@ bool pool_supported(const ggml_tensor * dst) {
            ggml_get_op_params_i32(dst, 4) > 0 && dst->ne[2] == a->ne[2] && dst->ne[3] == a->ne[3];
 }
 
+conv3_args conv3_args_of(const ggml_tensor * dst) {
+    conv3_args g;
+    for (int i = 0; i < 3; ++i) {
+        g.s[i] = ggml_get_op_params_i32(dst, i);
+        g.p[i] = ggml_get_op_params_i32(dst, 3 + i);
+        g.d[i] = ggml_get_op_params_i32(dst, 6 + i);
+    }
+    g.IC = ggml_get_op_params_i32(dst, 9);
+    return g;
+}
+
+bool conv_3d_supported(const ggml_tensor * dst) {
+    const ggml_tensor * k = dst->src[0], * b = dst->src[1];
+    if (!k || !b || !ggml_cuda_is_float(b->type) || !ggml_cuda_is_float(dst->type)) return false;
+    const int64_t IC = ggml_get_op_params_i32(dst, 9);
+    if (IC <= 0 || b->ne[3] % IC != 0 || b->ne[3] == 0) return false;
+    const int64_t N = b->ne[3] / IC;
+    if (dst->op == GGML_OP_IM2COL_3D) {
+        return ggml_cuda_elem_aligned(b) && ggml_cuda_elem_aligned(dst) &&
+               dst->ne[0] == IC * k->ne[0] * k->ne[1] * k->ne[2] && dst->ne[3] % N == 0;
+    }
+    const int64_t OC = ggml_get_op_params_i32(dst, 11);
+    return ggml_cuda_is_float(k->type) && ggml_cuda_aligned_all(dst, 2) && OC > 0 && k->ne[3] == IC * OC &&
+           dst->ne[3] == OC * N;
+}
+
 } // namespace
 
 bool ggml_cuda_image_supports(const ggml_tensor * op) {
     switch (op->op) {
         case GGML_OP_UPSCALE: return upscale_supported(op);
         case GGML_OP_IM2COL: return im2col_supported(op);
+        case GGML_OP_IM2COL_3D:
+        case GGML_OP_CONV_3D: return conv_3d_supported(op);
         case GGML_OP_CONV_2D: return conv_2d_supported(op, false);
         case GGML_OP_CONV_2D_DW: return conv_2d_supported(op, true);
         case GGML_OP_CONV_TRANSPOSE_1D:
@@ -346,6 +426,17 @@ void ggml_cuda_image_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node) {
                                            is2d ? a->ne[1] : 1, is2d, n);
             break;
         }
+        case GGML_OP_IM2COL_3D: {
+            const conv3_args g = conv3_args_of(node);
+            const int64_t    N = node->src[1]->ne[3] / g.IC;
+            k_im2col_3d<<<blocks, T, 0, st>>>(ggml_cuda_desc(a), ggml_cuda_desc(node->src[1]), ggml_cuda_desc(node), g,
+                                              node->ne[3] / N, n);
+            break;
+        }
+        case GGML_OP_CONV_3D:
+            k_conv_3d<<<blocks, T, 0, st>>>(ggml_cuda_desc(a), ggml_cuda_desc(node->src[1]), ggml_cuda_desc(node),
+                                            conv3_args_of(node), ggml_get_op_params_i32(node, 11), n);
+            break;
         case GGML_OP_CONV_2D:
         case GGML_OP_CONV_2D_DW:
             k_conv_2d<<<blocks, T, 0, st>>>(ggml_cuda_desc(a), ggml_cuda_desc(node->src[1]), ggml_cuda_desc(node),
