@@ -17,6 +17,7 @@
 #include "ggml-cpu.h"
 #include "ggml-cuda.h"
 #include "ggml-cuda/dequant-block.cuh" // the device decoders, compiled here for the host
+#include "ggml-cuda/mul-mat-plan.h"      // mul_mat's cuBLAS call plan, executed here on the host
 
 #ifdef SDX_BIN
 #include "support/run-tool.h"
@@ -224,6 +225,101 @@ TEST(CudaDequant, DecodersMatchTheCpuDequantizersBitForBit) {
         }
     }
     for (ggml_type t : {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_I32}) EXPECT_FALSE(ggml_cuda_can_convert(t));
+}
+
+// ---------------------------------------------------------------------------------------------
+// mul_mat's cuBLAS call plan (mul-mat-plan.h), executed on the host with cuBLAS's column-major
+// semantics (C = A^T B, leading dimensions, strided batches) against the CPU backend: the
+// broadcast and stride mapping is checked without a GPU
+
+// One case: src0 [K, M, ne02, ne03] (optionally with padded rows), src1 [K, N, ne12, ne13]
+// (optionally a dims-1/2 or dims-2/3 permutation of a packed tensor)
+struct plan_case {
+    int64_t k, m, n, ne02, ne03, ne12, ne13;
+    int     src0_pad;   // extra floats per src0 row (a view of a wider tensor)
+    int     src1_perm;  // 0: packed, 1: dims 1 and 2 swapped, 2: dims 2 and 3 swapped
+};
+
+void run_plan_case(const plan_case & pc) {
+    ctx_guard ctx{ggml_init({16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true})};
+    ggml_tensor * w0 = ggml_new_tensor_4d(ctx.ctx, GGML_TYPE_F32, pc.k + pc.src0_pad, pc.m, pc.ne02, pc.ne03);
+    ggml_tensor * a  = ggml_view_4d(ctx.ctx, w0, pc.k, pc.m, pc.ne02, pc.ne03, w0->nb[1], w0->nb[2], w0->nb[3], 0);
+    ggml_tensor * b  = nullptr, * x = nullptr;
+    if (pc.src1_perm == 1) {
+        x = ggml_new_tensor_4d(ctx.ctx, GGML_TYPE_F32, pc.k, pc.ne12, pc.n, pc.ne13);
+        b = ggml_permute(ctx.ctx, x, 0, 2, 1, 3);
+    } else if (pc.src1_perm == 2) {
+        x = ggml_new_tensor_4d(ctx.ctx, GGML_TYPE_F32, pc.k, pc.n, pc.ne13, pc.ne12);
+        b = ggml_permute(ctx.ctx, x, 0, 1, 3, 2);
+    } else {
+        x = b = ggml_new_tensor_4d(ctx.ctx, GGML_TYPE_F32, pc.k, pc.n, pc.ne12, pc.ne13);
+    }
+    ggml_tensor * y = ggml_mul_mat(ctx.ctx, a, b);
+    ggml_cgraph * g = ggml_new_graph(ctx.ctx);
+    ggml_build_forward_expand(g, y);
+    buf_guard buf{ggml_backend_alloc_ctx_tensors(ctx.ctx, cpu_backend())};
+    ASSERT_NE(buf.buf, nullptr);
+    std::mt19937                          rng(3);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (ggml_tensor * t : {w0, x}) {
+        std::vector<float> v((size_t) ggml_nelements(t));
+        for (float & f : v) f = u(rng);
+        ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
+    }
+    ASSERT_EQ(ggml_backend_graph_compute(cpu_backend(), g), GGML_STATUS_SUCCESS);
+
+    // the operands in place, as mul-mat.cu uses F32 tensors with packed rows
+    auto layout = [](const ggml_tensor * t) {
+        ggml_cuda_gemm_operand o;
+        o.ld = (int64_t) (t->nb[1] / 4), o.s2 = (int64_t) (t->nb[2] / 4), o.s3 = (int64_t) (t->nb[3] / 4);
+        return o;
+    };
+    const ggml_cuda_gemm_operand la = layout(a), lb = layout(b), lc = layout(y);
+    ASSERT_GE(la.ld, pc.k);
+    ASSERT_GE(lb.ld, pc.k);
+    const ggml_cuda_gemm_plan plan = ggml_cuda_plan_mul_mat(a->ne, b->ne, la, lb, lc);
+    EXPECT_EQ(plan.m, (int) pc.m);
+    EXPECT_EQ(plan.n, (int) pc.n);
+    EXPECT_EQ(plan.k, (int) pc.k);
+    const float *      A = (const float *) a->data;
+    const float *      B = (const float *) b->data;
+    std::vector<float> C((size_t) ggml_nelements(y), std::nanf(""));
+    int64_t            written = 0;
+    for (const ggml_cuda_gemm_call & call : plan.calls) {
+        for (int j = 0; j < call.count; j++) {
+            for (int col = 0; col < plan.n; col++) {
+                for (int row = 0; row < plan.m; row++) {
+                    double acc = 0;
+                    for (int kk = 0; kk < plan.k; kk++) {
+                        acc += (double) A[call.a_offset + j * call.stride_a + row * la.ld + kk] *
+                               (double) B[call.b_offset + j * call.stride_b + col * lb.ld + kk];
+                    }
+                    C[(size_t) (call.c_offset + j * call.stride_c + col * lc.ld + row)] = (float) acc;
+                    written++;
+                }
+            }
+        }
+    }
+    EXPECT_EQ(written, ggml_nelements(y)) << "every dst element once";
+    std::vector<float> ref((size_t) ggml_nelements(y));
+    ggml_backend_tensor_get(y, ref.data(), 0, ggml_nbytes(y));
+    for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(C[i], ref[i], 1e-5f + 1e-5f * std::fabs(ref[i])) << i;
+}
+
+TEST(CudaMulMatPlan, BatchesBroadcastAndStridesMatchTheCpu) {
+    const plan_case cases[] = {
+        {8, 5, 4, 1, 1, 1, 1, 0, 0},   // one matrix
+        {8, 5, 4, 3, 2, 3, 2, 0, 0},   // batches in both dims, no broadcast: one call per dim-3 index
+        {8, 5, 4, 2, 3, 6, 6, 0, 0},   // src0 broadcast 3x over dim 2 and 2x over dim 3
+        {16, 7, 3, 1, 1, 4, 1, 3, 0},  // one src0 for all batches, padded src0 rows
+        {8, 5, 4, 2, 1, 4, 1, 0, 1},   // src1 dims 1/2 permuted (attention-like)
+        {8, 5, 4, 1, 2, 3, 2, 2, 2},   // src1 dims 2/3 permuted, src0 broadcast over dim 2
+    };
+    for (const plan_case & pc : cases) {
+        SCOPED_TRACE(testing::Message() << "K " << pc.k << " M " << pc.m << " N " << pc.n << " src0 batch " << pc.ne02
+                                        << "x" << pc.ne03 << " src1 batch " << pc.ne12 << "x" << pc.ne13);
+        run_plan_case(pc);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

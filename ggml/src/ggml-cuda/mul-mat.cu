@@ -19,6 +19,7 @@
 
 #include "common.cuh"
 #include "convert.cuh"
+#include "mul-mat-plan.h"
 
 #include <cuda_bf16.h>
 
@@ -70,11 +71,10 @@ __global__ void pack_kernel(const char * __restrict__ src, ggml_type st, int64_t
     }
 }
 
-// One GEMM operand as cuBLAS sees it: base pointer, element type, leading dimension (row stride)
-// and dim-2 / dim-3 batch strides, in elements.
+// One GEMM operand: its data and its layout for cuBLAS (mul-mat-plan.h).
 struct operand {
-    const void * data = nullptr;
-    int64_t      ld = 0, s2 = 0, s3 = 0;
+    const void *           data = nullptr;
+    ggml_cuda_gemm_operand layout;
 };
 
 // Use t in place when it already has the GEMM type and packed rows; otherwise pack (and
@@ -84,10 +84,10 @@ operand prepare(ggml_cuda_op_ctx & ctx, const ggml_tensor * t, ggml_type gt, ggm
     operand      o;
     if (t->type == gt && t->nb[0] == es && t->nb[1] % es == 0 && t->nb[2] % es == 0 && t->nb[3] % es == 0 &&
         (int64_t) (t->nb[1] / es) >= t->ne[0]) {
-        o.data = t->data;
-        o.ld   = (int64_t) (t->nb[1] / es);
-        o.s2   = (int64_t) (t->nb[2] / es);
-        o.s3   = (int64_t) (t->nb[3] / es);
+        o.data      = t->data;
+        o.layout.ld = (int64_t) (t->nb[1] / es);
+        o.layout.s2 = (int64_t) (t->nb[2] / es);
+        o.layout.s3 = (int64_t) (t->nb[3] / es);
         return o;
     }
     const int64_t n = ggml_nelements(t);
@@ -108,10 +108,10 @@ operand prepare(ggml_cuda_op_ctx & ctx, const ggml_tensor * t, ggml_type gt, ggm
                                                                          t->ne[1], t->ne[2], t->nb[0], t->nb[1],
                                                                          t->nb[2], t->nb[3], p, gt, n);
     }
-    o.data = p;
-    o.ld   = t->ne[0];
-    o.s2   = t->ne[0] * t->ne[1];
-    o.s3   = t->ne[0] * t->ne[1] * t->ne[2];
+    o.data      = p;
+    o.layout.ld = t->ne[0];
+    o.layout.s2 = t->ne[0] * t->ne[1];
+    o.layout.s3 = t->ne[0] * t->ne[1] * t->ne[2];
     return o;
 }
 
@@ -147,30 +147,22 @@ void ggml_cuda_mul_mat(ggml_cuda_op_ctx & ctx, ggml_tensor * dst) {
     const operand a = prepare(ctx, src0, gt, tmp0);
     const operand b = prepare(ctx, src1, gt, tmp1);
 
-    const int     m = (int) dst->ne[0], n = (int) dst->ne[1], k = (int) src0->ne[0];
-    const int64_t ne02 = src0->ne[2], ne03 = src0->ne[3], ne12 = src1->ne[2], ne13 = src1->ne[3];
-    const int64_t r2 = ne12 / ne02, r3 = ne13 / ne03;
-    const int64_t c_s2 = (int64_t) (dst->nb[2] / sizeof(float)), c_s3 = (int64_t) (dst->nb[3] / sizeof(float));
-    const size_t  es = gemm_type_size(gt);
-    const float   alpha = 1.0f, beta = 0.0f;
-    const cudaDataType_t t = cuda_type(gt);
+    ggml_cuda_gemm_operand c;
+    c.ld = dst->ne[0];
+    c.s2 = (int64_t) (dst->nb[2] / sizeof(float));
+    c.s3 = (int64_t) (dst->nb[3] / sizeof(float));
+    const ggml_cuda_gemm_plan plan = ggml_cuda_plan_mul_mat(src0->ne, src1->ne, a.layout, b.layout, c);
 
-    auto gemm = [&](int64_t i02, int64_t i03, int64_t i12, int64_t i13, int count, int64_t stride_a) {
-        const char * pa = (const char *) a.data + (size_t) (i02 * a.s2 + i03 * a.s3) * es;
-        const char * pb = (const char *) b.data + (size_t) (i12 * b.s2 + i13 * b.s3) * es;
-        float *      pc = (float *) dst->data + i12 * c_s2 + i13 * c_s3;
-        CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, pa, t, (int) a.ld,
-                                                stride_a, pb, t, (int) b.ld, b.s2, &beta, pc, CUDA_R_32F, m, c_s2,
-                                                count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    };
-    for (int64_t i13 = 0; i13 < ne13; i13++) {
-        const int64_t i03 = i13 / r3;
-        if (r2 == 1) {
-            gemm(0, i03, 0, i13, (int) ne12, a.s2); // every src1 batch with its own src0 batch
-        } else {
-            for (int64_t i02 = 0; i02 < ne02; i02++) {
-                gemm(i02, i03, i02 * r2, i13, (int) r2, 0); // r2 src1 batches share one src0 batch
-            }
-        }
+    const size_t         es    = gemm_type_size(gt);
+    const float          alpha = 1.0f, beta = 0.0f;
+    const cudaDataType_t t     = cuda_type(gt);
+    for (const ggml_cuda_gemm_call & g : plan.calls) {
+        const char * pa = (const char *) a.data + (size_t) g.a_offset * es;
+        const char * pb = (const char *) b.data + (size_t) g.b_offset * es;
+        float *      pc = (float *) dst->data + g.c_offset;
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, plan.m, plan.n, plan.k, &alpha,
+                                                pa, t, (int) a.layout.ld, g.stride_a, pb, t, (int) b.layout.ld,
+                                                g.stride_b, &beta, pc, CUDA_R_32F, (int) c.ld, g.stride_c, g.count,
+                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
 }
