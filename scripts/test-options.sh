@@ -17,6 +17,8 @@
 #                                      (scripts/test-qemu-avx2.sh)
 #   SD_BUILD_TESTS=OFF        ON       everything else still builds: sdx and every benchmark, each
 #                                      run with --smoke (build-opt-notests)
+#   GGML_CUDA=ON              OFF      scripts/test.sh's Release pass where nvcc exists (sm_80;sm_90, host
+#                                      tests; no device: device tests skip); scripts/test-cuda.sh on a GPU
 #   SD_SANITIZE               ""       address;undefined: scripts/test.sh; thread: scripts/test-tsan.sh
 #   SD_BUILD_FUZZ             OFF      scripts/test-fuzz.sh (clang, libFuzzer)
 #   GGML_MAX_NAME             64       160, as stable-diffusion.cpp defines it: scripts/test-install.sh
