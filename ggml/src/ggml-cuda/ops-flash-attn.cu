@@ -9,10 +9,11 @@
 // n_head / n_head_kv query heads (GQA, head / ratio), the mask broadcasts over heads and
 // sequences by modulo. The result is stored permuted: dst element (d, h, iq, s).
 //
-// One block per query row: the block's warps score a tile of kv rows (one warp per row, lanes
-// split the head dimension, shuffle reduction), warp 0 updates the running max and normaliser,
-// then every thread rescales and accumulates its own output dimensions. Fixed reduction orders,
-// no atomics: results are deterministic.
+// One block per group of four queries of one head: the block stages a tile of K and V rows in
+// shared memory (widened to F32 once, shared by the four queries), then each warp serves one
+// query: lane j scores row j of the tile, the warp updates its running max and normaliser with
+// shuffles, and every lane accumulates its own output dimensions in registers. Fixed reduction
+// orders, no atomics: results are deterministic.
 
 #include "ops-common.cuh"
 
@@ -20,9 +21,21 @@
 
 namespace {
 
-constexpr int FA_THREADS = 128; // 4 warps
-constexpr int FA_KB      = 64;  // kv rows per tile (warp 0 handles two per lane)
-constexpr int64_t FA_MAX_SHARED_FLOATS = 10 * 1024; // q + accumulator + tile scores, within 48 KiB
+constexpr int FA_WARPS   = 4; // queries per block, one warp each
+constexpr int FA_THREADS = 32 * FA_WARPS;
+constexpr int FA_MAX_RR  = 16; // output dimensions per lane: Dv <= 512
+constexpr int64_t FA_MAX_D     = 512;
+constexpr size_t  FA_MAX_SHARED = 48 * 1024; // the default dynamic shared memory limit
+
+// kv rows per tile (32, or fewer for wide heads) so that K (rows padded by one float against
+// bank conflicts), V and the four query rows fit in shared memory; 0: does not fit
+int fa_tile_rows(int64_t D, int64_t Dv) {
+    for (int kb = 32; kb >= 8; kb /= 2) {
+        const size_t floats = (size_t) kb * (size_t) (D + 1) + (size_t) kb * (size_t) Dv + (size_t) FA_WARPS * (size_t) D;
+        if (floats * sizeof(float) <= FA_MAX_SHARED) return kb;
+    }
+    return 0;
+}
 
 struct fa_alibi {
     float    max_bias, m0, m1;
@@ -46,101 +59,95 @@ __device__ __forceinline__ float warp_max(float v) {
 
 __global__ void __launch_bounds__(FA_THREADS)
 k_flash_attn(ggml_cuda_tdesc q, ggml_cuda_tdesc k, ggml_cuda_tdesc v, ggml_cuda_tdesc mask, bool has_mask,
-             const float * sinks, ggml_cuda_tdesc dst, float scale, float softcap, fa_alibi alibi) {
+             const float * sinks, ggml_cuda_tdesc dst, float scale, float softcap, fa_alibi alibi, int kb) {
     extern __shared__ float smem[];
-    __shared__ float run_max, run_sum, tile_r;
-    __shared__ int   tile_skip;
-
     const int64_t D = q.ne[0], Dv = v.ne[0], n_q = q.ne[1], n_head = q.ne[2], S = q.ne[3], n_kv = k.ne[1];
-    float * qs = smem;          // [D]
-    float * acc = smem + D;     // [Dv]
-    float * p   = acc + Dv;     // [FA_KB]
+    const int64_t ldk = D + 1;
+    float * ks = smem;                 // [kb][D + 1]
+    float * vs = ks + kb * ldk;        // [kb][Dv]
+    float * qs = vs + kb * Dv;         // [FA_WARPS][D]
 
-    const int64_t b  = blockIdx.x;
-    const int64_t iq = b % n_q;
-    const int64_t h  = (b / n_q) % n_head;
-    const int64_t s  = b / (n_q * n_head);
+    const int     tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int64_t n_qt = (n_q + FA_WARPS - 1) / FA_WARPS;
+    const int64_t b    = blockIdx.x;
+    const int64_t qt   = b % n_qt;
+    const int64_t h    = (b / n_qt) % n_head;
+    const int64_t s    = b / (n_qt * n_head);
+    const int64_t iq   = qt * FA_WARPS + warp;
+    const bool    live = iq < n_q; // warp-uniform
 
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, nwarps = FA_THREADS / 32;
-
-    const char * qrow  = q.data + iq * q.nb[1] + h * q.nb[2] + s * q.nb[3];
     const char * kbase = k.data + (h / (n_head / k.ne[2])) * k.nb[2] + (s / (S / k.ne[3])) * k.nb[3];
     const char * vbase = v.data + (h / (n_head / v.ne[2])) * v.nb[2] + (s / (S / v.ne[3])) * v.nb[3];
-    const char * mrow  = has_mask ? mask.data + iq * mask.nb[1] + (h % mask.ne[2]) * mask.nb[2] +
-                                       (s % mask.ne[3]) * mask.nb[3]
-                                 : nullptr;
+    const char * mrow  = has_mask && live ? mask.data + iq * mask.nb[1] + (h % mask.ne[2]) * mask.nb[2] +
+                                                (s % mask.ne[3]) * mask.nb[3]
+                                          : nullptr;
     const float slope = has_mask ? fa_slope(alibi, h) : 1.0f;
 
-    for (int64_t d = tid; d < D; d += FA_THREADS) qs[d] = ggml_cuda_load_f32(qrow + d * q.nb[0], q.type);
-    for (int64_t d = tid; d < Dv; d += FA_THREADS) acc[d] = 0.0f;
-    if (tid == 0) {
-        run_max = -INFINITY;
-        run_sum = 0.0f;
+    float * qw = qs + warp * D;
+    if (live) {
+        const char * qrow = q.data + iq * q.nb[1] + h * q.nb[2] + s * q.nb[3];
+        for (int64_t d = lane; d < D; d += 32) qw[d] = ggml_cuda_load_f32(qrow + d * q.nb[0], q.type);
     }
-    __syncthreads();
 
-    for (int64_t j0 = 0; j0 < n_kv; j0 += FA_KB) {
-        const int kb = (int) (n_kv - j0 < FA_KB ? n_kv - j0 : FA_KB);
+    float run_max = -INFINITY, run_sum = 0.0f;
+    float acc[FA_MAX_RR];
+#pragma unroll
+    for (int rr = 0; rr < FA_MAX_RR; ++rr) acc[rr] = 0.0f;
 
-        // 1. scores of the tile (masked-out rows are -inf and cost no dot product)
-        for (int jj = warp; jj < kb; jj += nwarps) {
-            const int64_t j     = j0 + jj;
-            const float   mterm = mrow ? slope * ggml_cuda_load_f32(mrow + j * mask.nb[0], mask.type) : 0.0f;
-            if (mterm == -INFINITY) {
-                if (lane == 0) p[jj] = -INFINITY;
-                continue;
-            }
-            const char * krow = kbase + j * k.nb[1];
-            float        dot  = 0.0f;
-            for (int64_t d = lane; d < D; d += 32) dot += qs[d] * ggml_cuda_load_f32(krow + d * k.nb[0], k.type);
-            dot     = warp_sum(dot);
-            float x = dot * scale;
-            if (softcap != 0.0f) x = softcap * tanhf(x / softcap);
-            x += mterm;
-            if (lane == 0) p[jj] = x;
+    for (int64_t j0 = 0; j0 < n_kv; j0 += kb) {
+        const int rows = (int) (n_kv - j0 < kb ? n_kv - j0 : kb);
+
+        // 1. stage the tile's K and V rows (F32), all threads
+        __syncthreads(); // the previous tile is consumed
+        for (int64_t e = tid; e < (int64_t) rows * D; e += FA_THREADS) {
+            const int64_t j = e / D, d = e % D;
+            ks[j * ldk + d] = ggml_cuda_load_f32(kbase + (j0 + j) * k.nb[1] + d * k.nb[0], k.type);
+        }
+        for (int64_t e = tid; e < (int64_t) rows * Dv; e += FA_THREADS) {
+            const int64_t j = e / Dv, d = e % Dv;
+            vs[j * Dv + d] = ggml_cuda_load_f32(vbase + (j0 + j) * v.nb[1] + d * v.nb[0], v.type);
         }
         __syncthreads();
+        if (!live) continue;
 
-        // 2. running max / normaliser (warp 0); p becomes the tile's probabilities
-        if (warp == 0) {
-            const float x0 = lane < kb ? p[lane] : -INFINITY;
-            const float x1 = lane + 32 < kb ? p[lane + 32] : -INFINITY;
-            const float bm = warp_max(fmaxf(x0, x1));
-            if (bm == -INFINITY) {
-                if (lane == 0) tile_skip = 1;
-            } else {
-                const float m_old = run_max;
-                const float m_new = fmaxf(m_old, bm);
-                const float r     = expf(m_old - m_new); // 0 on the first visible tile
-                const float e0    = lane < kb ? expf(x0 - m_new) : 0.0f;
-                const float e1    = lane + 32 < kb ? expf(x1 - m_new) : 0.0f;
-                if (lane < kb) p[lane] = e0;
-                if (lane + 32 < kb) p[lane + 32] = e1;
-                const float sum = warp_sum(e0 + e1);
-                if (lane == 0) {
-                    run_sum   = run_sum * r + sum;
-                    run_max   = m_new;
-                    tile_r    = r;
-                    tile_skip = 0;
-                }
+        // 2. lane j scores row j (masked-out rows are -inf and cost no dot product)
+        float x = -INFINITY;
+        if (lane < rows) {
+            const float mterm = mrow ? slope * ggml_cuda_load_f32(mrow + (j0 + lane) * mask.nb[0], mask.type) : 0.0f;
+            if (mterm != -INFINITY) {
+                const float * kr  = ks + lane * ldk;
+                float         dot = 0.0f;
+                for (int64_t d = 0; d < D; ++d) dot += qw[d] * kr[d];
+                x = dot * scale;
+                if (softcap != 0.0f) x = softcap * tanhf(x / softcap);
+                x += mterm;
             }
         }
-        __syncthreads();
 
-        // 3. rescale and accumulate this thread's output dimensions
-        if (!tile_skip) {
-            const float r = tile_r;
-            for (int64_t d = tid; d < Dv; d += FA_THREADS) {
-                float a = acc[d] * r;
-                for (int jj = 0; jj < kb; ++jj) {
-                    const float pj = p[jj];
-                    if (pj != 0.0f) a += pj * ggml_cuda_load_f32(vbase + (j0 + jj) * v.nb[1] + d * v.nb[0], v.type);
-                }
-                acc[d] = a;
+        // 3. online softmax update of this query (warp-uniform branch)
+        const float bm = warp_max(x);
+        if (bm == -INFINITY) continue;
+        const float m_new = fmaxf(run_max, bm);
+        const float r     = expf(run_max - m_new); // 0 on the first visible tile
+        const float p     = expf(x - m_new);       // -inf -> 0
+        run_sum           = run_sum * r + warp_sum(p);
+        run_max           = m_new;
+
+        // 4. rescale and accumulate this lane's output dimensions d = rr*32 + lane
+#pragma unroll
+        for (int rr = 0; rr < FA_MAX_RR; ++rr) acc[rr] *= r;
+        for (int j = 0; j < rows; ++j) {
+            const float pj = __shfl_sync(0xFFFFFFFFu, p, j);
+            if (pj == 0.0f) continue;
+            const float * vr = vs + j * Dv;
+#pragma unroll
+            for (int rr = 0; rr < FA_MAX_RR; ++rr) {
+                const int64_t d = rr * 32 + lane;
+                if (d < Dv) acc[rr] += pj * vr[d];
             }
         }
-        __syncthreads(); // p and the tile flags are rewritten by the next tile
     }
+    if (!live) return;
 
     float m = run_max, l = run_sum, r = 1.0f;
     if (sinks) {
@@ -155,8 +162,12 @@ k_flash_attn(ggml_cuda_tdesc q, ggml_cuda_tdesc k, ggml_cuda_tdesc v, ggml_cuda_
         }
     }
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    char *      out = dst.data + h * dst.nb[1] + iq * dst.nb[2] + s * dst.nb[3];
-    for (int64_t d = tid; d < Dv; d += FA_THREADS) ((float *) out)[d] = acc[d] * r * inv;
+    float *     out = (float *) (dst.data + h * dst.nb[1] + iq * dst.nb[2] + s * dst.nb[3]);
+#pragma unroll
+    for (int rr = 0; rr < FA_MAX_RR; ++rr) {
+        const int64_t d = rr * 32 + lane;
+        if (d < Dv) out[d] = acc[rr] * r * inv;
+    }
 }
 
 } // namespace
@@ -173,7 +184,7 @@ bool ggml_cuda_flash_attn_supports(const ggml_tensor * dst) {
     if (dst->ne[0] != Dv || dst->ne[1] != n_head || dst->ne[2] != n_q || dst->ne[3] != S) return false;
     if (k->ne[2] <= 0 || v->ne[2] <= 0 || k->ne[3] <= 0 || v->ne[3] <= 0) return false;
     if (n_head % k->ne[2] != 0 || n_head % v->ne[2] != 0 || S % k->ne[3] != 0 || S % v->ne[3] != 0) return false;
-    if (D + Dv + FA_KB > FA_MAX_SHARED_FLOATS) return false;
+    if (D > FA_MAX_D || Dv > 32 * FA_MAX_RR || fa_tile_rows(D, Dv) == 0) return false;
     if (ggml_get_op_params_f32(dst, 1) > 0.0f && !mask) return false; // ALiBi needs a mask
     if (mask) {
         if (mask->type != GGML_TYPE_F16 && mask->type != GGML_TYPE_F32) return false;
@@ -181,13 +192,13 @@ bool ggml_cuda_flash_attn_supports(const ggml_tensor * dst) {
         if (mask->ne[2] <= 0 || mask->ne[3] <= 0 || n_head % mask->ne[2] != 0 || S % mask->ne[3] != 0) return false;
     }
     if (sinks && (sinks->type != GGML_TYPE_F32 || !ggml_is_contiguous(sinks) || sinks->ne[0] < n_head)) return false;
-    return n_q * n_head * S <= INT32_MAX;
+    return ((n_q + FA_WARPS - 1) / FA_WARPS) * n_head * S <= INT32_MAX;
 }
 
 void ggml_cuda_flash_attn_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * dst) {
     const ggml_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2];
     const ggml_tensor * mask = dst->src[3], * sinks = dst->src[4];
-    const int64_t       blocks = q->ne[1] * q->ne[2] * q->ne[3];
+    const int64_t       blocks = ((q->ne[1] + FA_WARPS - 1) / FA_WARPS) * q->ne[2] * q->ne[3];
     if (blocks == 0 || v->ne[0] == 0) return;
 
     const float max_bias = ggml_get_op_params_f32(dst, 1);
@@ -197,9 +208,11 @@ void ggml_cuda_flash_attn_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * dst) {
     alibi.m0       = std::pow(2.0f, -max_bias / (float) alibi.n_log2);
     alibi.m1       = std::pow(2.0f, -(max_bias / 2.0f) / (float) alibi.n_log2);
 
-    const size_t shared = (size_t) (q->ne[0] + v->ne[0] + FA_KB) * sizeof(float);
+    const int    kb     = fa_tile_rows(q->ne[0], v->ne[0]);
+    const size_t shared = ((size_t) kb * (size_t) (q->ne[0] + 1) + (size_t) kb * (size_t) v->ne[0] +
+                           (size_t) FA_WARPS * (size_t) q->ne[0]) * sizeof(float);
     k_flash_attn<<<(unsigned) blocks, FA_THREADS, shared, ctx.stream>>>(
         ggml_cuda_desc(q), ggml_cuda_desc(k), ggml_cuda_desc(v), ggml_cuda_desc(mask ? mask : q), mask != nullptr,
         sinks ? (const float *) sinks->data : nullptr, ggml_cuda_desc(dst), ggml_get_op_params_f32(dst, 0),
-        ggml_get_op_params_f32(dst, 2), alibi);
+        ggml_get_op_params_f32(dst, 2), alibi, kb);
 }
