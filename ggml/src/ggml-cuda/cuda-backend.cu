@@ -102,9 +102,7 @@ void backend_free(ggml_backend_t b) {
         CUDA_CHECK(err);
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     }
-#ifdef GGML_CUDA_HAVE_CAPTURE
     if (ctx->capture_state) ggml_cuda_capture_state_free(ctx->capture_state);
-#endif
     ctx->capture_state = nullptr;
     destroy_ctx(ctx);
     delete b;
@@ -226,12 +224,10 @@ ggml_backend_i make_backend_iface() {
     i.graph_compute    = backend_graph_compute;
     i.event_record     = backend_event_record;
     i.event_wait       = backend_event_wait;
-#ifdef GGML_CUDA_HAVE_CAPTURE
     // whole-plan CUDA Graph capture and replay (graph-capture.cu)
     i.plan_begin   = ggml_cuda_plan_begin;
     i.plan_end     = ggml_cuda_plan_end;
     i.ext_step_end = ggml_cuda_ext_step_end;
-#endif
     return i;
 }
 
@@ -332,12 +328,6 @@ bool ggml_cuda_backend_view_of(ggml_backend_t backend, ggml_cuda_backend_view * 
     out->capture_state = &ctx->capture_state;
     return true;
 }
-
-// Until the op kernels (ops-*.cu) are part of the build, every op but MUL_MAT is declined.
-#ifndef GGML_CUDA_HAVE_OPS
-bool ggml_cuda_ops_supports(const ggml_tensor *, int) { return false; }
-bool ggml_cuda_ops_compute(ggml_cuda_op_ctx &, ggml_tensor *) { return false; }
-#endif
 
 extern "C" {
 

@@ -221,11 +221,6 @@ const cudaDeviceProp * ggml_cuda_device_props(int ordinal) {
     return nullptr;
 }
 
-// Until the services code (cuda-services.cpp) is part of the build, the registry has no services.
-#ifndef GGML_CUDA_HAVE_SERVICES
-void * ggml_cuda_get_service(const char *) { return nullptr; }
-#endif
-
 // ---------------------------------------------------------------------------------------------
 // Public API
 

@@ -15,20 +15,6 @@ set(GGML_CUDA_DIR ${CMAKE_CURRENT_SOURCE_DIR}/src/ggml-cuda)
 file(GLOB GGML_CUDA_CU_SOURCES  CONFIGURE_DEPENDS ${GGML_CUDA_DIR}/*.cu)
 file(GLOB GGML_CUDA_CPP_SOURCES CONFIGURE_DEPENDS ${GGML_CUDA_DIR}/*.cpp)
 
-# Parts written separately (issue 26): until a part is in the tree, the backend builds without
-# it (cuda-backend.cu / cuda-device.cu then provide "not supported" / "no service" stand-ins).
-set(_ggml_cuda_parts)
-file(GLOB _ggml_cuda_ops CONFIGURE_DEPENDS ${GGML_CUDA_DIR}/ops-*.cu)
-if(_ggml_cuda_ops)
-    list(APPEND _ggml_cuda_parts GGML_CUDA_HAVE_OPS)
-endif()
-if(EXISTS ${GGML_CUDA_DIR}/cuda-services.cpp)
-    list(APPEND _ggml_cuda_parts GGML_CUDA_HAVE_SERVICES)
-endif()
-if(EXISTS ${GGML_CUDA_DIR}/graph-capture.cu)
-    list(APPEND _ggml_cuda_parts GGML_CUDA_HAVE_CAPTURE)
-endif()
-
 add_library(ggml-cuda-objs OBJECT ${GGML_CUDA_CU_SOURCES})
 # not the directory's GCC warning flags (see above): the CUDA objects' own, host and device
 set_property(TARGET ggml-cuda-objs PROPERTY COMPILE_OPTIONS "")
@@ -44,12 +30,11 @@ set_target_properties(ggml-cuda-objs PROPERTIES
     CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON POSITION_INDEPENDENT_CODE ON)
 target_include_directories(ggml-cuda-objs PRIVATE
     ${CMAKE_CURRENT_SOURCE_DIR}/include ${GGML_GENERATED_INCLUDE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/src ${GGML_CUDA_DIR})
-target_compile_definitions(ggml-cuda-objs PRIVATE GGML_USE_CUDA ${_ggml_cuda_parts})
+target_compile_definitions(ggml-cuda-objs PRIVATE GGML_USE_CUDA)
 target_link_libraries(ggml-cuda-objs PRIVATE CUDA::cudart CUDA::cublas)
 
 target_sources(ggml PRIVATE $<TARGET_OBJECTS:ggml-cuda-objs> ${GGML_CUDA_CPP_SOURCES})
 target_include_directories(ggml PRIVATE ${GGML_CUDA_DIR})
-target_compile_definitions(ggml PRIVATE ${_ggml_cuda_parts})
 # C++ sources of the backend include the CUDA runtime / cuBLAS headers
 target_include_directories(ggml PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(ggml PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt)
