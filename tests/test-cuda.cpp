@@ -377,6 +377,19 @@ TEST(CudaDevice, BuffersRoundTripMemsetCopyClear) {
     EXPECT_EQ(out, std::vector<uint16_t>(33 * 7, 0));
 }
 
+// More memory than the device has: NULL and a logged error, never an abort; the device stays usable
+TEST(CudaDevice, ImpossibleAllocationFailsCleanly) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    size_t free_mem = 0, total = 0;
+    ggml_backend_cuda_get_device_memory(0, &free_mem, &total);
+    ggml_backend_buffer_t b = ggml_backend_buft_alloc_buffer(ggml_backend_cuda_buffer_type(0), total * 2);
+    EXPECT_EQ(b, nullptr);
+    if (b) ggml_backend_buffer_free(b);
+    ggml_backend_buffer_t ok = ggml_backend_buft_alloc_buffer(ggml_backend_cuda_buffer_type(0), 1 << 20);
+    EXPECT_NE(ok, nullptr);
+    if (ok) ggml_backend_buffer_free(ok);
+}
+
 TEST(CudaDevice, PinnedHostBufferIsUsableByTheCpu) {
     SKIP_WITHOUT_CUDA_DEVICE();
     ggml_backend_buffer_type_t hb = ggml_backend_cuda_host_buffer_type();

@@ -107,8 +107,18 @@ ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t 
         (void) cudaGetLastError();
         return nullptr;
     }
-    void *            ptr = nullptr;
-    const cudaError_t err = cudaMalloc(&ptr, size);
+    void *      ptr = nullptr;
+    cudaError_t err = cudaMalloc(&ptr, size);
+    if (err == cudaErrorMemoryAllocation && dev->mem_pools) {
+        // the backends' op temporaries stay reserved in the device's memory pool (its release
+        // threshold is unlimited): hand what is free there back and try once more
+        (void) cudaGetLastError();
+        cudaMemPool_t pool = nullptr;
+        if (cudaDeviceSynchronize() == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev->ordinal) == cudaSuccess &&
+            cudaMemPoolTrimTo(pool, 0) == cudaSuccess) {
+            err = cudaMalloc(&ptr, size);
+        }
+    }
     if (err != cudaSuccess) {
         (void) cudaGetLastError(); // out of memory is reported to the caller, not fatal
         GGML_LOG_ERROR("ggml-cuda: %s: cannot allocate %.2f MiB of device memory: %s\n", dev->name.c_str(),
