@@ -3,8 +3,18 @@
 # top-level CMakeLists.txt: a language must be enabled in the directory above every target that
 # compiles it (ggml/ and src/ both have .cu files). The backend itself: cuda.cmake.
 
-include(CheckLanguage)
-check_language(CUDA)
+# nvcc: CMAKE_CUDA_COMPILER or CUDACXX when given, else nvcc on PATH, else the toolkit's default
+# location /usr/local/cuda/bin (not on PATH after a plain toolkit install)
+if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+    find_program(GGML_NVCC nvcc PATHS /usr/local/cuda/bin)
+    if(GGML_NVCC)
+        set(CMAKE_CUDA_COMPILER ${GGML_NVCC} CACHE FILEPATH "CUDA compiler")
+    endif()
+endif()
+if(NOT CMAKE_CUDA_COMPILER)
+    include(CheckLanguage)
+    check_language(CUDA) # CUDACXX
+endif()
 if(NOT CMAKE_CUDA_COMPILER)
     message(FATAL_ERROR "GGML_CUDA=ON needs the CUDA toolkit's nvcc (not found on PATH or at /usr/local/cuda/bin; "
                         "set CMAKE_CUDA_COMPILER=/path/to/nvcc or configure with -DGGML_CUDA=OFF)")
