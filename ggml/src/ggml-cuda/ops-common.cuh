@@ -90,9 +90,22 @@ static __device__ __forceinline__ void ggml_cuda_copy_elem(char * d, const char 
     }
 }
 
-// flat index (ne0 fastest) -> coordinates
+// flat index (ne0 fastest) -> coordinates. 64-bit division is a long software sequence on the
+// GPU: indices and extents that fit 32 bits (nearly always) take 32-bit division instead.
 static __device__ __forceinline__ void ggml_cuda_unravel(int64_t i, const int64_t ne[4], int64_t & i0, int64_t & i1,
                                                          int64_t & i2, int64_t & i3) {
+    if ((uint64_t) i <= UINT32_MAX && (uint64_t) ne[0] <= UINT32_MAX && (uint64_t) ne[1] <= UINT32_MAX &&
+        (uint64_t) ne[2] <= UINT32_MAX) {
+        uint32_t       u  = (uint32_t) i;
+        const uint32_t n0 = (uint32_t) ne[0], n1 = (uint32_t) ne[1], n2 = (uint32_t) ne[2];
+        i0 = u % n0;
+        u /= n0;
+        i1 = u % n1;
+        u /= n1;
+        i2 = u % n2;
+        i3 = u / n2;
+        return;
+    }
     i0 = i % ne[0];
     i /= ne[0];
     i1 = i % ne[1];
