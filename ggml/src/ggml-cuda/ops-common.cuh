@@ -190,7 +190,8 @@ static inline bool ggml_cuda_movable(ggml_type t) {
 bool ggml_cuda_elementwise_supports(const ggml_tensor * op);
 void ggml_cuda_elementwise_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
 
-// ops-rows.cu: NORM RMS_NORM L2_NORM GROUP_NORM, SOFT_MAX, ROPE, SUM SUM_ROWS MEAN ARGMAX
+// ops-rows.cu: NORM RMS_NORM L2_NORM GROUP_NORM, SOFT_MAX, ROPE, SUM SUM_ROWS MEAN ARGMAX,
+// ARGSORT TOP_K
 bool ggml_cuda_rows_supports(const ggml_tensor * op);
 void ggml_cuda_rows_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node);
 

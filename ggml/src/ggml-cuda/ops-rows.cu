@@ -1,6 +1,6 @@
 // ops-rows.cu — CUDA kernels of the ops that reduce or transform whole rows: normalisations
-// (NORM, RMS_NORM, L2_NORM, GROUP_NORM), SOFT_MAX, ROPE and the reductions SUM, SUM_ROWS, MEAN,
-// ARGMAX.
+// (NORM, RMS_NORM, L2_NORM, GROUP_NORM), SOFT_MAX, ROPE, the reductions SUM, SUM_ROWS, MEAN,
+// ARGMAX and the row sorts ARGSORT, TOP_K.
 //
 // Semantics are the CPU backend's portable kernels (ggml-cpu/ops-norm.cpp, ops-norm-group.cpp,
 // ops-softmax.cpp, ops-rope.cpp, ops-reduce.cpp): same op_params slots, same broadcasting, same
@@ -351,6 +351,35 @@ __global__ void k_argmax(ggml_cuda_tdesc a, char * d, int64_t dnb0, int64_t nrow
     }
 }
 
+// ARGSORT / TOP_K: a stable sort as the CPU's std::stable_sort, by rank: element i goes to
+// position #{j : v_j before v_i} + #{j < i : v_j equivalent to v_i}. One block per row, the row
+// staged in shared memory; O(n^2) comparisons, so rows are limited to ARGSORT_MAX_COLS.
+constexpr int64_t ARGSORT_MAX_COLS = 8192;
+
+__global__ void k_argsort(ggml_cuda_tdesc a, ggml_cuda_tdesc d, bool desc, int64_t nrows) {
+    __shared__ float row[ARGSORT_MAX_COLS];
+    const int64_t    n = a.ne[0], k = d.ne[0];
+    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+        const int64_t i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
+        const char *  s  = a.data + ggml_cuda_offset(a, 0, i1, i2, i3);
+        char *        y  = d.data + ggml_cuda_offset(d, 0, i1, i2, i3);
+        __syncthreads(); // the previous row is no longer read
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = ggml_cuda_load_f32(s + i * a.nb[0], a.type);
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const float vi   = row[i];
+            int64_t     rank = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                const float vj     = row[j];
+                const bool  before = desc ? vj > vi : vj < vi;
+                const bool  after  = desc ? vi > vj : vi < vj;
+                rank += before || (!after && j < i);
+            }
+            if (rank < k) *(int32_t *) (y + rank * d.nb[0]) = (int32_t) i;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Support checks
 
@@ -413,6 +442,14 @@ bool reduce_supported(const ggml_tensor * dst) {
         case GGML_OP_ARGMAX:
             return dst->type == GGML_TYPE_I32 && a->ne[2] == 1 && a->ne[3] == 1 && dst->ne[0] == a->ne[1] &&
                    a->ne[0] <= INT32_MAX;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: {
+            if (dst->type != GGML_TYPE_I32 || a->ne[0] > ARGSORT_MAX_COLS) return false;
+            if (dst->ne[1] != a->ne[1] || dst->ne[2] != a->ne[2] || dst->ne[3] != a->ne[3]) return false;
+            if (dst->op == GGML_OP_TOP_K) return dst->ne[0] <= a->ne[0];
+            const int order = ggml_get_op_params_i32(dst, 0);
+            return dst->ne[0] == a->ne[0] && (order == GGML_SORT_ORDER_ASC || order == GGML_SORT_ORDER_DESC);
+        }
         default: return false;
     }
 }
@@ -460,7 +497,9 @@ bool ggml_cuda_rows_supports(const ggml_tensor * op) {
         case GGML_OP_SUM:
         case GGML_OP_SUM_ROWS:
         case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: return reduce_supported(op);
+        case GGML_OP_ARGMAX:
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: return reduce_supported(op);
         default: return false;
     }
 }
@@ -515,6 +554,13 @@ void ggml_cuda_rows_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node) {
             k_argmax<<<row_blocks(a->ne[1]), ROW_THREADS, 0, st>>>(ggml_cuda_desc(a), (char *) node->data,
                                                                   (int64_t) node->nb[0], a->ne[1]);
             break;
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: {
+            const int64_t nrows = ggml_nrows(a);
+            const bool    desc  = node->op == GGML_OP_TOP_K || ggml_get_op_params_i32(node, 0) == GGML_SORT_ORDER_DESC;
+            k_argsort<<<row_blocks(nrows), ROW_THREADS, 0, st>>>(ggml_cuda_desc(a), ggml_cuda_desc(node), desc, nrows);
+            break;
+        }
         default: GGML_ABORT("ggml-cuda: row op %s not handled", ggml_op_name(node->op));
     }
 }

@@ -46,7 +46,9 @@ ops_file owner_of(ggml_op op) {
         case GGML_OP_SUM:
         case GGML_OP_SUM_ROWS:
         case GGML_OP_MEAN:
-        case GGML_OP_ARGMAX: return ops_file::rows;
+        case GGML_OP_ARGMAX:
+        case GGML_OP_ARGSORT:
+        case GGML_OP_TOP_K: return ops_file::rows;
 
         case GGML_OP_GET_ROWS:
         case GGML_OP_SET_ROWS:
