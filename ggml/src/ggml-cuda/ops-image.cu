@@ -6,7 +6,8 @@
 // op_params slots and index maps, float coordinate math for resampling (so nearest picks the same
 // source element), taps outside the image read zero, F32 accumulation rounded once to the
 // destination type. One thread per output element, gathering its inputs (no atomics, so results
-// are deterministic); the direct convolutions are plain loops, correct rather than fast.
+// are deterministic). CONV_2D runs as tiles of im2col + a cuBLAS GEMM (F32 compute); the other
+// convolutions are plain loops, correct rather than fast.
 
 #include "ops-common.cuh"
 
@@ -90,6 +91,17 @@ __global__ void k_upscale(ggml_cuda_tdesc a, ggml_cuda_tdesc d, upscale_args u, 
 struct conv_args {
     int s0, s1, p0, p1, d0, d1;
 };
+
+conv_args conv_args_of(const ggml_tensor * dst) {
+    conv_args g;
+    g.s0 = ggml_get_op_params_i32(dst, 0);
+    g.s1 = ggml_get_op_params_i32(dst, 1);
+    g.p0 = ggml_get_op_params_i32(dst, 2);
+    g.p1 = ggml_get_op_params_i32(dst, 3);
+    g.d0 = ggml_get_op_params_i32(dst, 4);
+    g.d1 = ggml_get_op_params_i32(dst, 5);
+    return g;
+}
 
 // im2col: dst row (ow, oh, n) element k = (c*KH + ky)*KW + kx. The image is [W, H, C, N] (2D)
 // or [W, C, N] (1D, H = 1).
@@ -226,6 +238,78 @@ __global__ void k_pool_1d(ggml_cuda_tdesc a, ggml_cuda_tdesc d, int op, int k0, 
     }
 }
 
+// CONV_2D as tiles of im2col + one cuBLAS GEMM each (F32 operands, F32 compute, never TF32):
+// the kernel packed once as F32 [K, OC] (K = IC*KH*KW, element (c*KH + ky)*KW + kx), the im2col
+// rows of a tile of output pixels as F32 [K, P], out [OC, P] = kernel^T . im2col, scattered into
+// dst [OW, OH, OC, N]. Pixels are numbered q = ow + OW*(oh + OH*n).
+
+__global__ void k_pack_conv_kernel(ggml_cuda_tdesc kt, float * w, int64_t n) {
+    const int64_t KW = kt.ne[0], KH = kt.ne[1], K = KW * KH * kt.ne[2];
+    GGML_CUDA_GRID_STRIDE(e, n) {
+        const int64_t kk = e % K, oc = e / K;
+        w[e] = at(kt, kk % KW, (kk / KW) % KH, kk / (KW * KH), oc);
+    }
+}
+
+__global__ void k_im2col_tile(ggml_cuda_tdesc b, float * col, conv_args g, int64_t KW, int64_t KH, int64_t OW,
+                              int64_t OH, int64_t q0, int64_t n) {
+    const int64_t K = KW * KH * b.ne[2];
+    GGML_CUDA_GRID_STRIDE(e, n) {
+        const int64_t kk = e % K, q = q0 + e / K;
+        const int64_t ow = q % OW, oh = (q / OW) % OH, nn = q / (OW * OH);
+        const int64_t kx = kk % KW, ky = (kk / KW) % KH, c = kk / (KW * KH);
+        const int64_t x = ow * g.s0 + kx * g.d0 - g.p0;
+        const int64_t y = oh * g.s1 + ky * g.d1 - g.p1;
+        col[e] = (x >= 0 && x < b.ne[0] && y >= 0 && y < b.ne[1]) ? at(b, x, y, c, nn) : 0.0f;
+    }
+}
+
+__global__ void k_scatter_conv(const float * out, ggml_cuda_tdesc d, int64_t q0, int64_t n) {
+    const int64_t OW = d.ne[0], OH = d.ne[1], OC = d.ne[2];
+    GGML_CUDA_GRID_STRIDE(e, n) {
+        const int64_t oc = e % OC, q = q0 + e / OC;
+        const int64_t ow = q % OW, oh = (q / OW) % OH, nn = q / (OW * OH);
+        ggml_cuda_store_f32(d.data + ggml_cuda_offset(d, ow, oh, oc, nn), d.type, out[e]);
+    }
+}
+
+constexpr int64_t CONV_TILE_FLOATS = 32ll << 20; // im2col tile bound (128 MiB of F32)
+
+void compute_conv_2d_gemm(ggml_cuda_op_ctx & ctx, ggml_tensor * dst) {
+    const ggml_tensor * k  = dst->src[0];
+    const ggml_tensor * b  = dst->src[1];
+    const int64_t       KW = k->ne[0], KH = k->ne[1], IC = k->ne[2], OC = k->ne[3];
+    const int64_t       OW = dst->ne[0], OH = dst->ne[1], N = dst->ne[3];
+    const int64_t       K = KW * KH * IC, pixels = OW * OH * N;
+    const int           T = GGML_CUDA_EW_THREADS;
+
+    ggml_cuda_pool_alloc<float> w(*ctx.pool, (size_t) (K * OC));
+    k_pack_conv_kernel<<<ggml_cuda_ew_blocks(K * OC), T, 0, ctx.stream>>>(ggml_cuda_desc(k), w.get(), K * OC);
+
+    int64_t tile = CONV_TILE_FLOATS / K;
+    tile         = tile < 1 ? 1 : (tile > pixels ? pixels : tile);
+    ggml_cuda_pool_alloc<float> col(*ctx.pool, (size_t) (K * tile));
+    ggml_cuda_pool_alloc<float> out(*ctx.pool, (size_t) (OC * tile));
+    const conv_args g   = conv_args_of(dst);
+    const float     one = 1.0f, zero = 0.0f;
+    for (int64_t q0 = 0; q0 < pixels; q0 += tile) {
+        const int64_t P = pixels - q0 < tile ? pixels - q0 : tile;
+        k_im2col_tile<<<ggml_cuda_ew_blocks(K * P), T, 0, ctx.stream>>>(ggml_cuda_desc(b), col.get(), g, KW, KH, OW, OH,
+                                                                        q0, K * P);
+        CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) OC, (int) P, (int) K, &one, w.get(),
+                                  CUDA_R_32F, (int) K, col.get(), CUDA_R_32F, (int) K, &zero, out.get(), CUDA_R_32F,
+                                  (int) OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        k_scatter_conv<<<ggml_cuda_ew_blocks(OC * P), T, 0, ctx.stream>>>(out.get(), ggml_cuda_desc(dst), q0, OC * P);
+    }
+}
+
+// the GEMM route's int arguments and pool buffers stay in range; otherwise the direct kernel
+bool conv_2d_gemm_ok(const ggml_tensor * dst) {
+    const ggml_tensor * k = dst->src[0];
+    const int64_t       K = k->ne[0] * k->ne[1] * k->ne[2], OC = k->ne[3];
+    return K > 0 && OC > 0 && K <= CONV_TILE_FLOATS && OC <= INT32_MAX / 2 && K * OC <= CONV_TILE_FLOATS;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3-D: kernel [KW, KH, KD, IC*OC], data [W, H, D, IC*N] (channel c of image n at dim-3 index
 // n*IC + c). IM2COL_3D: dst [IC*KD*KH*KW, OW, OH, OD*N], element k = ((c*KD + kz)*KH + ky)*KW + kx;
@@ -308,16 +392,6 @@ bool conv_2d_supported(const ggml_tensor * dst, bool depthwise) {
     return k->ne[2] == b->ne[2] && dst->ne[2] == k->ne[3] && dst->ne[3] == b->ne[3];
 }
 
-conv_args conv_args_of(const ggml_tensor * dst) {
-    conv_args g;
-    g.s0 = ggml_get_op_params_i32(dst, 0);
-    g.s1 = ggml_get_op_params_i32(dst, 1);
-    g.p0 = ggml_get_op_params_i32(dst, 2);
-    g.p1 = ggml_get_op_params_i32(dst, 3);
-    g.d0 = ggml_get_op_params_i32(dst, 4);
-    g.d1 = ggml_get_op_params_i32(dst, 5);
-    return g;
-}
 
 
 bool conv_transpose_supported(const ggml_tensor * dst) {
@@ -438,6 +512,13 @@ void ggml_cuda_image_compute(ggml_cuda_op_ctx & ctx, ggml_tensor * node) {
                                             conv3_args_of(node), ggml_get_op_params_i32(node, 11), n);
             break;
         case GGML_OP_CONV_2D:
+            if (conv_2d_gemm_ok(node)) {
+                compute_conv_2d_gemm(ctx, node);
+                break;
+            }
+            k_conv_2d<<<blocks, T, 0, st>>>(ggml_cuda_desc(a), ggml_cuda_desc(node->src[1]), ggml_cuda_desc(node),
+                                            conv_args_of(node), false, n);
+            break;
         case GGML_OP_CONV_2D_DW:
             k_conv_2d<<<blocks, T, 0, st>>>(ggml_cuda_desc(a), ggml_cuda_desc(node->src[1]), ggml_cuda_desc(node),
                                             conv_args_of(node), node->op == GGML_OP_CONV_2D_DW, n);
