@@ -272,9 +272,9 @@ int main(int argc, char ** argv) {
                                           std::to_string(s.n) + " k" + std::to_string(s.k);
                 const double flops = 2.0 * (double) s.m * (double) s.n * (double) s.k;
                 if (wt == GGML_TYPE_F32) f32_vk[si] = t_vk;
-                report(o, {dn + " mul_mat", shape, t_vk, flops, false, "CPU backend", t_cpu});
-                report(o, {dn + " mul_mat", shape, t_vk, flops, false, "previous kernel", t_prev});
-                if (o.plain) report(o, {dn + " mul_mat", shape, t_vk, flops, false, "plain shader", t_plain});
+                report(o, {dn + " mul_mat", shape, t_vk, flops, false, "CPU backend", t_cpu, ""});
+                report(o, {dn + " mul_mat", shape, t_vk, flops, false, "previous kernel", t_prev, ""});
+                if (o.plain) report(o, {dn + " mul_mat", shape, t_vk, flops, false, "plain shader", t_plain, ""});
             }
         }
 
@@ -297,7 +297,7 @@ int main(int argc, char ** argv) {
             const double flops = 4.0 * (double) D * (double) fa_tokens * (double) fa_tokens * (double) fa_heads;
             report(o, {dn + " flash_attn_ext", std::string(ggml_type_name(kvt)) + " d128 q=kv=" + std::to_string(fa_tokens) +
                                                    " h" + std::to_string(fa_heads),
-                       t_vk, flops, false, "CPU backend", t_cpu});
+                       t_vk, flops, false, "CPU backend", t_cpu, ""});
         }
 
         struct mem_case {
@@ -322,7 +322,7 @@ int main(int argc, char ** argv) {
                 rc = 1;
                 continue;
             }
-            report(o, {dn + " " + m.name, "f32 n" + std::to_string(ew_n), t_vk, m.bytes, true, "CPU backend", t_cpu});
+            report(o, {dn + " " + m.name, "f32 n" + std::to_string(ew_n), t_vk, m.bytes, true, "CPU backend", t_cpu, ""});
         }
 #ifdef BENCH_VK_HAVE_SD
         if (o.block) {

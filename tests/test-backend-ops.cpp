@@ -82,20 +82,20 @@ std::vector<param> make_params() {
         for (size_t i = 0; i < cases.size(); i++) {
             if (cpu) {
                 for (int nt : {1, 2}) {
-                    ps.push_back({i, d, nt, false, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt), ""});
+                    ps.push_back({i, d, nt, false, false, dn + "_" + cases[i].name + "_t" + std::to_string(nt), "", ""});
                 }
-                ps.push_back({i, d, 2, false, true, dn + "_" + cases[i].name + "_ref_t2", ""});
+                ps.push_back({i, d, 2, false, true, dn + "_" + cases[i].name + "_ref_t2", "", ""});
                 if (has_kernel_choice(cases[i].name)) {
                     for (const std::string & k : runnable_kernels())
-                        ps.push_back({i, d, 2, false, false, dn + "_" + cases[i].name + "_k" + k + "_t2", k});
+                        ps.push_back({i, d, 2, false, false, dn + "_" + cases[i].name + "_k" + k + "_t2", k, ""});
                 }
                 if (has_isa_levels(cases[i].name)) {
                     for (const std::string & lv : lower_isa_levels())
                         ps.push_back({i, d, 2, false, false, dn + "_" + cases[i].name + "_isa" + lv + "_t2", "", lv});
                 }
             } else {
-                ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name, ""});
-                ps.push_back({i, d, 0, true, false, dn + "_" + cases[i].name + "_vs_CPU", ""});
+                ps.push_back({i, d, 0, false, false, dn + "_" + cases[i].name, "", ""});
+                ps.push_back({i, d, 0, true, false, dn + "_" + cases[i].name + "_vs_CPU", "", ""});
             }
         }
     }
@@ -141,7 +141,9 @@ TEST_P(BackendOps, MatchesReference) {
         if (p.use_ref) ggml_backend_cpu_set_use_ref(be, true);
         std::unique_ptr<test_isa::scoped_cap> cap;
         if (!p.isa.empty()) cap = std::make_unique<test_isa::scoped_cap>(p.isa.c_str());
-        if (!p.isa.empty()) ASSERT_STREQ(ggml_cpu_get_isa(), p.isa.c_str()) << "cannot cap the level at " << p.isa;
+        if (!p.isa.empty()) {
+            ASSERT_STREQ(ggml_cpu_get_isa(), p.isa.c_str()) << "cannot cap the level at " << p.isa;
+        }
         kernel_override_guard guard(p.kernel);
         if (!p.kernel.empty()) {
             ASSERT_TRUE(ggml_cpu_set_kernel_override(p.kernel.c_str())) << "cannot force kernel " << p.kernel;

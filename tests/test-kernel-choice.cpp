@@ -128,7 +128,9 @@ TEST_F(KernelChoice, each_runnable_kernel_runs_bf16_mul_mat_when_forced) {
             EXPECT_NE(results[0], results[1]);
         }
         // below AVX-512 no CPU has vdpbf16ps: forcing it is refused
-        if (lv.prefix == "avx2") EXPECT_FALSE(ggml_cpu_set_kernel_override("mul_mat_bf16=bf16dot"));
+        if (lv.prefix == "avx2") {
+            EXPECT_FALSE(ggml_cpu_set_kernel_override("mul_mat_bf16=bf16dot"));
+        }
     }
     ggml_backend_cpu_set_use_ref(g.be, true);
     EXPECT_EQ(kernel_of(g), "portable");
