@@ -23,9 +23,11 @@
 #include "support/run-tool.h"
 #endif
 
+#include <cublas_v2.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -118,6 +120,46 @@ TEST(CudaRegistry, NoGpuMeansZeroDevices) {
     EXPECT_EQ(ggml_backend_dev_by_name("CUDA0"), nullptr);
     // the CPU still works as the only device of its kind
     EXPECT_NE(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU), nullptr);
+}
+
+// cuBLAS is loaded when the backend first calls it (ggml-cuda/cublas-lazy.cpp), not at program
+// load: linking it costs every process ~210 MiB of resident memory, GPU or not.
+namespace {
+bool cublas_is_mapped() {
+    std::ifstream maps("/proc/self/maps");
+    std::string   line;
+    while (std::getline(maps, line)) {
+        if (line.find("libcublas") != std::string::npos) return true;
+    }
+    return false;
+}
+} // namespace
+
+TEST(CudaCublas, NotLoadedByRegistryQueries) {
+    // a fresh process (re-executed for this test alone), so no earlier test has used a device
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            ggml_backend_reg_t reg = ggml_backend_cuda_reg();
+            const size_t       n   = reg ? ggml_backend_reg_dev_count(reg) : 0;
+            char               desc[128];
+            if (n > 0) ggml_backend_cuda_get_device_description(0, desc, sizeof(desc));
+            std::exit(cublas_is_mapped() ? 1 : 0);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
+TEST(CudaCublas, FirstCallLoadsTheLibrary) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            const char * s = cublasGetStatusString(CUBLAS_STATUS_SUCCESS);
+            // loaded and answered by the library, or a message naming the missing library
+            const bool ok = s != nullptr && (cublas_is_mapped() ? std::strstr(s, "could not be loaded") == nullptr
+                                                                : std::strstr(s, "libcublas") != nullptr);
+            std::exit(ok ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 TEST(CudaRegistry, OutOfRangeQueriesAnswerNothing) {

@@ -31,12 +31,14 @@ set_target_properties(ggml-cuda-objs PROPERTIES
 target_include_directories(ggml-cuda-objs PRIVATE
     ${CMAKE_CURRENT_SOURCE_DIR}/include ${GGML_GENERATED_INCLUDE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/src ${GGML_CUDA_DIR})
 target_compile_definitions(ggml-cuda-objs PRIVATE GGML_USE_CUDA)
-target_link_libraries(ggml-cuda-objs PRIVATE CUDA::cudart CUDA::cublas)
+target_link_libraries(ggml-cuda-objs PRIVATE CUDA::cudart)
 
 target_sources(ggml PRIVATE $<TARGET_OBJECTS:ggml-cuda-objs> ${GGML_CUDA_CPP_SOURCES})
 target_include_directories(ggml PRIVATE ${GGML_CUDA_DIR})
 # C++ sources of the backend include the CUDA runtime / cuBLAS headers
 target_include_directories(ggml PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
-target_link_libraries(ggml PUBLIC CUDA::cudart CUDA::cublas CUDA::cublasLt)
+# cuBLAS is not linked: cublas-lazy.cpp loads it when a CUDA backend first calls it (linking it
+# costs every process ~210 MiB of resident memory at load, GPU or not)
+target_link_libraries(ggml PUBLIC CUDA::cudart ${CMAKE_DL_LIBS})
 # GGML_USE_CUDA: the registry adds the CUDA family; tests and tools see it too
 target_compile_definitions(ggml PUBLIC GGML_USE_CUDA)

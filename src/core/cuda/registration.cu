@@ -5,8 +5,8 @@
 // SD_BACKEND_EXTENSIONS, src/CMakeLists.txt).
 //
 // With no CUDA device (a GGML_CUDA build on a machine without a GPU) the registry lists none, so
-// this registrar is never asked about a CUDA device; the first call logs that once and every
-// call succeeds, so sd_ggml_register_extensions() still succeeds for the CPU (and Vulkan) kernels.
+// this registrar is never asked about a CUDA device; the first call records why
+// (sd_cuda_extensions_status()) and every call succeeds, so sd_ggml_register_extensions() still succeeds for the CPU (and Vulkan) kernels.
 
 #include "cuda_kernels.h"
 
@@ -131,10 +131,10 @@ extern "C" bool sd_register_cuda_extensions(ggml_backend_dev_t dev) {
         ggml_backend_reg_t reg = cuda_reg();
         if (!reg) {
             set_status("no CUDA backend");
-            fprintf(stderr, "sd cuda: no CUDA backend registered; sd CUDA kernels not registered\n");
         } else if (ggml_backend_reg_dev_count(reg) == 0) {
+            // silent: every run of a CUDA build on a machine without a GPU would print it, and
+            // tools keep stderr for their own errors (sd_cuda_extensions_status() tells why)
             set_status("no CUDA device");
-            fprintf(stderr, "sd cuda: no CUDA device; sd CUDA kernels not registered (the CPU kernels run)\n");
         }
     });
     if (!is_cuda_device(dev)) return true; // another device kind: nothing to do here
@@ -165,6 +165,7 @@ extern "C" bool sd_register_cuda_extensions(ggml_backend_dev_t dev) {
         ok      = register_int8(dev) && ok;
         ok      = register_gated_residual(dev) && ok;
         ok      = register_affine(dev) && ok;
+        ok      = register_convrot_fusion(dev) && ok;
         std::lock_guard<std::mutex> lock(g_status_mu);
         if (ok) g_status = "registered on " + std::to_string(++g_registered) + " device(s)";
         else g_status = std::string("registration failed on ") + ggml_backend_dev_name(dev);
