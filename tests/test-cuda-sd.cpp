@@ -518,6 +518,265 @@ TEST_F(CudaSd, MulGateAddResidualFusionBitIdenticalToCpu) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Scale / Norm -> Mul / modulation / SwiGLU / SiLU|Sigmoid -> Mul -> ConvRot (convrot_fusion.cu)
+
+enum class act_chain { scale, scale_bias, rms_norm_mul, norm_mul, modulation, swiglu_packed, swiglu_swapped,
+                       swiglu_split, silu_mul, sigmoid_mul };
+
+const char * chain_name(act_chain c) {
+    switch (c) {
+        case act_chain::scale: return "scale";
+        case act_chain::scale_bias: return "scale_bias";
+        case act_chain::rms_norm_mul: return "rms_norm_mul";
+        case act_chain::norm_mul: return "norm_mul";
+        case act_chain::modulation: return "modulation";
+        case act_chain::swiglu_packed: return "swiglu_packed";
+        case act_chain::swiglu_swapped: return "swiglu_swapped";
+        case act_chain::swiglu_split: return "swiglu_split";
+        case act_chain::silu_mul: return "silu_mul";
+        default: return "sigmoid_mul";
+    }
+}
+
+const char * chain_kernel(act_chain c) {
+    switch (c) {
+        case act_chain::scale:
+        case act_chain::scale_bias: return SD_CUDA_KERNEL_SCALE_QUANTIZE;
+        case act_chain::rms_norm_mul:
+        case act_chain::norm_mul:
+        case act_chain::modulation: return SD_CUDA_KERNEL_NORM_QUANTIZE;
+        case act_chain::swiglu_packed:
+        case act_chain::swiglu_swapped:
+        case act_chain::swiglu_split: return SD_CUDA_KERNEL_SWIGLU_QUANTIZE;
+        default: return SD_CUDA_KERNEL_GATE_MUL_QUANTIZE;
+    }
+}
+
+// The chain's F32 row values [K, rows] built in ctx from inputs made by `in` (name, ne).
+ggml_tensor * build_act_chain(ggml_context * ctx, act_chain c, int64_t K, int64_t rows,
+                              const std::function<ggml_tensor *(const char *, std::vector<int64_t>)> & in) {
+    switch (c) {
+        case act_chain::scale: return ggml_scale(ctx, in("x", {K, rows}), 0.125f);
+        case act_chain::scale_bias: return ggml_scale_bias(ctx, in("x", {K, rows}), 0.75f, 0.25f);
+        case act_chain::rms_norm_mul: return ggml_mul(ctx, ggml_rms_norm(ctx, in("x", {K, rows}), 1e-6f), in("w", {K}));
+        case act_chain::norm_mul: return ggml_mul(ctx, ggml_norm(ctx, in("x", {K, rows}), 1e-6f), in("w", {K}));
+        case act_chain::modulation: {
+            ggml_tensor * h = ggml_mul(ctx, ggml_rms_norm(ctx, in("x", {K, rows}), 1e-6f), in("w", {K}));
+            ggml_tensor * t = ggml_mul(ctx, h, in("ms", {K}));
+            return ggml_add(ctx, ggml_add(ctx, h, t), in("sh", {K}));
+        }
+        case act_chain::swiglu_packed: return ggml_swiglu(ctx, in("gu", {2 * K, rows}));
+        case act_chain::swiglu_swapped: return ggml_swiglu_swapped(ctx, in("gu", {2 * K, rows}));
+        case act_chain::swiglu_split: return ggml_swiglu_split(ctx, in("g", {K, rows}), in("up", {K, rows}));
+        case act_chain::silu_mul: return ggml_mul(ctx, ggml_silu(ctx, in("g", {K, rows})), in("up", {K, rows}));
+        default: return ggml_mul(ctx, in("a", {K, rows}), ggml_sigmoid(ctx, in("g", {K, rows})));
+    }
+}
+
+const act_chain kAllChains[] = {act_chain::scale,         act_chain::scale_bias,     act_chain::rms_norm_mul,
+                                act_chain::norm_mul,      act_chain::modulation,     act_chain::swiglu_packed,
+                                act_chain::swiglu_swapped, act_chain::swiglu_split,  act_chain::silu_mul,
+                                act_chain::sigmoid_mul};
+
+// Packed ConvRot outputs within one quantization step: every I8 value within 1, the row scales
+// within a relative 1e-4 (NaN where the other is NaN), the padding rows identical.
+void expect_packed_within_one_step(const std::vector<uint8_t> & a, const std::vector<uint8_t> & b, int64_t K,
+                                   int64_t rows) {
+    ASSERT_EQ(a.size(), b.size());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < (size_t) (K * rows); ++i) {
+        if (std::abs((int) (int8_t) a[i] - (int) (int8_t) b[i]) > 1 && bad++ == 0) first = i;
+    }
+    EXPECT_EQ(bad, 0u) << "quantized values more than one step apart: " << bad << ", first at " << first;
+    expect_same_bytes(a, b, (size_t) (K * rows), (size_t) (K * pad4(rows)), "padding rows");
+    for (int64_t r = 0; r < rows; ++r) {
+        float x, y;
+        memcpy(&x, a.data() + K * pad4(rows) + 4 * r, 4);
+        memcpy(&y, b.data() + K * pad4(rows) + 4 * r, 4);
+        const bool ok = (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= 1e-4f * std::fabs(x);
+        EXPECT_TRUE(ok) << "row " << r << " scale " << x << " vs " << y;
+    }
+}
+
+// Every fusion on the device equals the unfused chain on the device (fusion off: the native
+// operators, then sd.cuda.quantize_i8_convrot) bit for bit, and is within one quantization step
+// of the CPU chain; hidden 3072 and MLP 16384 rows, groups 256 and 1024.
+TEST_F(CudaSd, ConvRotFusionsEqualUnfusedOnDeviceAndMatchCpu) {
+    const int64_t rows = 5;
+    for (const act_chain c : kAllChains) {
+        for (const int64_t K : {3072, 16384}) {
+            for (const int group : {256, 1024}) {
+                SCOPED_TRACE(std::string(chain_name(c)) + " K " + std::to_string(K) + " group " + std::to_string(group));
+                const builder b = [&](graph_case & g) {
+                    ggml_tensor * a = build_act_chain(g.ctx, c, K, rows, [&](const char * name, std::vector<int64_t> ne) {
+                        return g.input(name, GGML_TYPE_F32, ne, fill::normal);
+                    });
+                    return ggml_quantize_i8_convrot(g.ctx, a, group);
+                };
+                const run_result fused = run(true, b);
+                sd_ggml_set_fusion_enabled(false);
+                const run_result plain = run(true, b);
+                sd_ggml_set_fusion_enabled(true);
+                const run_result cpu = run(false, b);
+                ASSERT_TRUE(fused.ok && plain.ok && cpu.ok);
+                expect_cuda_kernels(fused, {chain_kernel(c)});
+                expect_cuda_kernels(plain, {SD_CUDA_KERNEL_QUANTIZE_I8});
+                expect_same_bytes(fused.out, plain.out, 0, fused.out.size(), "fusion on vs off");
+                expect_packed_within_one_step(cpu.out, fused.out, K, rows);
+            }
+        }
+    }
+}
+
+// Zero, non-finite, huge and tiny rows through the Scale and modulated-norm chains: the same NaN
+// rows and zero rows as the unfused chain.
+TEST_F(CudaSd, ConvRotFusionsSpecialRowsEqualUnfusedOnDevice) {
+    for (const act_chain c : {act_chain::scale, act_chain::modulation, act_chain::silu_mul}) {
+        SCOPED_TRACE(chain_name(c));
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * a = build_act_chain(g.ctx, c, 3072, 7, [&](const char * name, std::vector<int64_t> ne) {
+                return g.input(name, GGML_TYPE_F32, ne, ne.size() > 1 ? fill::special_rows : fill::normal);
+            });
+            return ggml_quantize_i8_convrot(g.ctx, a, 256);
+        };
+        const run_result fused = run(true, b);
+        sd_ggml_set_fusion_enabled(false);
+        const run_result plain = run(true, b);
+        sd_ggml_set_fusion_enabled(true);
+        ASSERT_TRUE(fused.ok && plain.ok);
+        expect_cuda_kernels(fused, {chain_kernel(c)});
+        expect_same_bytes(fused.out, plain.out, 0, fused.out.size(), "fusion on vs off");
+    }
+}
+
+// SwiGLU as SILU(gate) built before the up projection: the graph-delay rule moves the activation
+// next to its MUL so the chain fuses (and still equals the unfused chain).
+TEST_F(CudaSd, ConvRotGateMulGraphDelayFusesSplitSwiGLU) {
+    const builder b = [](graph_case & g) {
+        ggml_tensor * s  = ggml_silu(g.ctx, g.input("g", GGML_TYPE_F32, {3072, 4}, fill::normal));
+        ggml_tensor * up = ggml_scale(g.ctx, g.input("up", GGML_TYPE_F32, {3072, 4}, fill::normal), 0.5f);
+        return ggml_quantize_i8_convrot(g.ctx, ggml_mul(g.ctx, s, up), 256);
+    };
+    const run_result fused = run(true, b);
+    sd_ggml_set_fusion_enabled(false);
+    const run_result plain = run(true, b);
+    sd_ggml_set_fusion_enabled(true);
+    ASSERT_TRUE(fused.ok && plain.ok);
+    expect_cuda_kernels(fused, {SD_CUDA_KERNEL_GATE_MUL_QUANTIZE});
+    expect_same_bytes(fused.out, plain.out, 0, fused.out.size(), "fusion on vs off");
+}
+
+// Host (no device): the rules' matches on graphs built in a CPU context (no allocation).
+struct host_graph {
+    ggml_context * ctx = nullptr;
+    ggml_cgraph *  gf  = nullptr;
+    host_graph() {
+        ggml_init_params ip{};
+        ip.mem_size = 64 * ggml_tensor_overhead() + ggml_graph_overhead();
+        ip.no_alloc = true;
+        ctx         = ggml_init(ip);
+        gf          = ggml_new_graph(ctx);
+    }
+    ~host_graph() { ggml_free(ctx); }
+    ggml_tensor * in(const char * name, std::vector<int64_t> ne) {
+        ggml_tensor * t = ggml_new_tensor(ctx, GGML_TYPE_F32, (int) ne.size(), ne.data());
+        ggml_set_name(t, name);
+        return t;
+    }
+    int index_of(const ggml_tensor * t) const {
+        for (int i = 0; i < ggml_graph_n_nodes(gf); ++i)
+            if (ggml_graph_node(gf, i) == t) return i;
+        return -1;
+    }
+};
+
+int expected_length(act_chain c) {
+    switch (c) {
+        case act_chain::rms_norm_mul:
+        case act_chain::norm_mul:
+        case act_chain::silu_mul:
+        case act_chain::sigmoid_mul: return 3;
+        case act_chain::modulation: return 6;
+        default: return 2;
+    }
+}
+
+TEST(CudaSdHost, ConvRotFusionRulesMatchEveryChain) {
+    for (const act_chain c : kAllChains) {
+        SCOPED_TRACE(chain_name(c));
+        host_graph    h;
+        ggml_tensor * a = build_act_chain(h.ctx, c, 3072, 5, [&](const char * n, std::vector<int64_t> ne) { return h.in(n, ne); });
+        ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, a, 256));
+        const int n = ggml_graph_n_nodes(h.gf);
+        ASSERT_EQ(n, expected_length(c));
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), expected_length(c));
+        // the sd fusion switch turns every rule off
+        sd_ggml_set_fusion_enabled(false);
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 0);
+        sd_ggml_set_fusion_enabled(true);
+    }
+}
+
+// Rows longer than the fused kernel takes, broadcast operands and chains without the quantizer
+// retain ordinary execution (no match).
+TEST(CudaSdHost, ConvRotFusionRulesRejectLongRowsAndOtherShapes) {
+    {
+        host_graph    h; // a long row
+        ggml_tensor * a = ggml_scale(h.ctx, h.in("x", {131072, 2}), 0.5f);
+        ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, a, 256));
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 0);
+    }
+    {
+        host_graph    h; // a per-row weight is not the channel vector of the norm rule
+        ggml_tensor * a = ggml_mul(h.ctx, ggml_rms_norm(h.ctx, h.in("x", {3072, 4}), 1e-6f), h.in("w", {3072, 4}));
+        ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, a, 256));
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 0);
+    }
+    {
+        host_graph    h; // a GELU gate is not this rule
+        ggml_tensor * a = ggml_mul(h.ctx, ggml_gelu(h.ctx, h.in("g", {3072, 4})), h.in("up", {3072, 4}));
+        ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, a, 256));
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 0);
+    }
+    {
+        host_graph    h; // no quantizer after the chain
+        ggml_build_forward_expand(h.gf, ggml_mul(h.ctx, ggml_silu(h.ctx, h.in("g", {3072, 4})), h.in("up", {3072, 4})));
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 0);
+    }
+}
+
+// The graph-delay passes: SILU built before the up projection moves next to its MUL; a
+// modulation chain whose vectors are computed inside it is gathered.
+TEST(CudaSdHost, ConvRotFusionGraphDelayGathersSwiGLUAndModulation) {
+    {
+        host_graph    h;
+        ggml_tensor * s  = ggml_silu(h.ctx, h.in("g", {3072, 4}));
+        ggml_tensor * up = ggml_scale(h.ctx, h.in("up", {3072, 4}), 0.5f);
+        ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, ggml_mul(h.ctx, s, up), 256));
+        ASSERT_EQ(h.index_of(s), 0);
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 0);
+        sd_cuda::convrot_fusion_optimize(h.gf);
+        EXPECT_EQ(h.index_of(up), 0);
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, h.index_of(s)), 3);
+    }
+    {
+        host_graph    h;
+        ggml_tensor * norm = ggml_rms_norm(h.ctx, h.in("x", {3072, 4}), 1e-6f);
+        ggml_tensor * hw   = ggml_mul(h.ctx, norm, h.in("w", {3072}));
+        ggml_tensor * ms   = ggml_scale(h.ctx, h.in("ms_in", {3072}), 0.5f); // produced inside the chain
+        ggml_tensor * t    = ggml_mul(h.ctx, hw, ms);
+        ggml_tensor * sh   = ggml_scale(h.ctx, h.in("sh_in", {3072}), 2.0f);
+        ggml_tensor * a    = ggml_add(h.ctx, ggml_add(h.ctx, hw, t), sh);
+        ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, a, 256));
+        ASSERT_EQ(h.index_of(norm), 0);
+        EXPECT_NE(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 6);
+        sd_cuda::convrot_fusion_optimize(h.gf);
+        EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, h.index_of(norm)), 6);
+        EXPECT_LT(h.index_of(ms), h.index_of(norm));
+    }
+}
+
 } // namespace
 
 int main(int argc, char ** argv) {

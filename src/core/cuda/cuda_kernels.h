@@ -23,6 +23,10 @@ const char * sd_cuda_extensions_status(void);
 #define SD_CUDA_KERNEL_LINEAR_I8             "sd.cuda.linear_i8"
 #define SD_CUDA_KERNEL_LINEAR_I8_GATE_RES    "sd.cuda.linear_i8_gate_residual"
 #define SD_CUDA_KERNEL_MUL_ADD               "sd.cuda.mul_gate_add_residual"
+#define SD_CUDA_KERNEL_SCALE_QUANTIZE        "sd.cuda.scale_quantize"
+#define SD_CUDA_KERNEL_NORM_QUANTIZE         "sd.cuda.norm_quantize"
+#define SD_CUDA_KERNEL_SWIGLU_QUANTIZE       "sd.cuda.swiglu_quantize"
+#define SD_CUDA_KERNEL_GATE_MUL_QUANTIZE     "sd.cuda.gate_mul_quantize"
 
 namespace SD_CUDA_NAMESPACE {
 
@@ -31,6 +35,7 @@ bool register_convrot(ggml_backend_dev_t dev);          // convrot.cu
 bool register_int8(ggml_backend_dev_t dev);             // int8.cu
 bool register_gated_residual(ggml_backend_dev_t dev);   // i8_gated_residual.cu
 bool register_affine(ggml_backend_dev_t dev);           // affine.cu
+bool register_convrot_fusion(ggml_backend_dev_t dev);   // convrot_fusion.cu
 
 // --- convrot.cu ---------------------------------------------------------------------------------
 // The groups the CUDA quantizer rotates: powers of 4 up to 16384 (a block rotates one chunk of
@@ -41,6 +46,14 @@ bool quantize_node_supported(ggml_backend_dev_t dev, const ggml_tensor * node);
 // Quantizes rows x K floats (x, contiguous) into the packed layout at dst: rows quantized rows of
 // K bytes, zero rows to pad4(rows), then rows F32 scales at byte K * pad4(rows).
 bool launch_quantize(const float * x, void * dst, int64_t K, int64_t rows, int group, cudaStream_t stream);
+
+// --- convrot_fusion.cu ----------------------------------------------------------------------------
+// Host-side views of the Scale / Norm / modulation / SwiGLU / SiLU|Sigmoid -> ConvRot rules, for
+// tests without a device: the number of nodes a rule fuses at graph node `first` (0: none; the
+// device limits are not checked), and the rules' graph-delay passes (modulation gathering,
+// activation delay) applied to graph.
+int  convrot_fusion_chain_length(const ggml_cgraph * graph, int first);
+void convrot_fusion_optimize(ggml_cgraph * graph);
 
 // --- int8.cu ------------------------------------------------------------------------------------
 // Whether the CUDA linear runs this sd.linear_i8.v1 node (cuBLAS INT8: Turing+, K and N multiples
