@@ -629,6 +629,27 @@ TEST_F(CudaSd, ConvRotFusionsEqualUnfusedOnDeviceAndMatchCpu) {
     }
 }
 
+// Group 16384 (one group per MLP row: the quantizer's 64 KiB shared-memory chunk) through the norm
+// and SwiGLU fusions.
+TEST_F(CudaSd, ConvRotFusionsWholeRowGroupEqualUnfusedOnDevice) {
+    for (const act_chain c : {act_chain::modulation, act_chain::swiglu_packed}) {
+        SCOPED_TRACE(chain_name(c));
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * a = build_act_chain(g.ctx, c, 16384, 3, [&](const char * name, std::vector<int64_t> ne) {
+                return g.input(name, GGML_TYPE_F32, ne, fill::normal);
+            });
+            return ggml_quantize_i8_convrot(g.ctx, a, 16384);
+        };
+        const run_result fused = run(true, b);
+        sd_ggml_set_fusion_enabled(false);
+        const run_result plain = run(true, b);
+        sd_ggml_set_fusion_enabled(true);
+        ASSERT_TRUE(fused.ok && plain.ok);
+        expect_cuda_kernels(fused, {chain_kernel(c)});
+        expect_same_bytes(fused.out, plain.out, 0, fused.out.size(), "fusion on vs off");
+    }
+}
+
 // Zero, non-finite, huge and tiny rows through the Scale and modulated-norm chains: the same NaN
 // rows and zero rows as the unfused chain.
 TEST_F(CudaSd, ConvRotFusionsSpecialRowsEqualUnfusedOnDevice) {

@@ -497,8 +497,11 @@ bool span_overlaps(const ggml_tensor * out, const ggml_tensor * t) {
 
 ggml_status rule_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
                          void *) {
+    // re-checked against the backend's device: the group-16384 quantizer needs its shared-memory
+    // opt-in, which only the device's facts confirm
     chain c;
-    if (!match_any(nullptr, nodes->nodes, nodes->n_nodes, c) || c.len != nodes->n_nodes) return GGML_STATUS_FAILED;
+    if (!match_any(ggml_backend_get_device(backend), nodes->nodes, nodes->n_nodes, c) || c.len != nodes->n_nodes)
+        return GGML_STATUS_FAILED;
     exec_ctx ctx;
     if (!get_exec(backend, ctx)) return GGML_STATUS_FAILED;
     ggml_tensor *       out = nodes->nodes[nodes->n_nodes - 1];
