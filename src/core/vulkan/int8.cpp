@@ -60,39 +60,70 @@ bool bindable(ggml_backend_dev_t dev, const ggml_tensor * t) {
 // The quantizer dispatch (shared by the node and by the F32-input linear)
 
 struct quant_push {
-    uint32_t x_off, o_off, K, rows, prows, scale_off;
+    uint32_t x_off, o_off, K, rows, prows, s_off;
     float    gscale;
     uint32_t row0, row_end, t_off;
 };
 
-// Quantizes rows x K floats (x) into the packed layout at dst (K * pad4(rows) bytes, then the
-// F32 scales). Groups above 256 need `scratch` (sd_vulkan_convrot_scratch_bytes; ignored
-// otherwise): the rows go in dispatches of sd_vulkan_convrot_chunk_rows rows each.
-ggml_status run_quantizer(ggml_backend_t backend, const bound & x, const bound & dst, const bound * scratch, int64_t K,
-                          int64_t rows, int group) {
-    const int64_t prows = pad_up(rows, 4);
-    const bool    large = group > 256;
+} // namespace
+
+int64_t sd_vulkan_quant_window_rows(ggml_backend_dev_t dev, int64_t K) {
+    // the F32 input rows are the widest row-wise binding (4 K bytes a row; the packed rows take
+    // K, the scales 4); windows of whole quartets of rows, the packed layout's padding unit
+    return K > 0 ? sd_vk::window_rows(dev, 4 * (uint64_t) K, 4) : 0;
+}
+
+namespace {
+
+// Quantizes rows x K floats at x into the packed layout at dst (K * pad4(rows) bytes of rows,
+// then the F32 scales). Each dispatch binds only its rows of x, of the packed rows and of the
+// scales: windows of sd_vulkan_quant_window_rows rows (a binding spans at most
+// sd_vk::max_binding_bytes), fewer for groups above 256, whose F32 scratch rows (`scratch`,
+// sd_vulkan_convrot_scratch_bytes; ignored otherwise) hold sd_vulkan_convrot_chunk_rows rows.
+// Rows are independent, so the windows change no value.
+ggml_status run_quantizer(ggml_backend_t backend, const sd_vk::region & x, const sd_vk::region & dst,
+                          const bound * scratch, int64_t K, int64_t rows, int group) {
+    const ggml_backend_dev_t dev   = ggml_backend_get_device(backend);
+    const int64_t            prows = pad_up(rows, 4);
+    const bool               large = group > 256;
     if (large && !scratch) return GGML_STATUS_FAILED;
-    const int64_t chunk = large ? sd_vulkan_convrot_chunk_rows(ggml_backend_get_device(backend), K, rows) : prows;
-    quant_push    pc{};
-    pc.x_off     = x.words();
-    pc.o_off     = dst.words();
-    pc.K         = (uint32_t) K;
-    pc.rows      = (uint32_t) rows;
-    pc.prows     = (uint32_t) prows;
-    pc.scale_off = (uint32_t) (sd_int8_schema::packed_scale_offset(K, rows) / 4);
-    pc.gscale    = 1.0f / sqrtf((float) group); // the CPU kernel's expression (exact: a power of 2)
-    pc.t_off     = large ? scratch->words() : 0;
-    const bound * b[3] = {&x, &dst, large ? scratch : &x}; // without a scratch: any range, never read
-    const uint32_t n_b = 3;
+    int64_t chunk = sd_vulkan_quant_window_rows(dev, K);
+    if (chunk <= 0) return GGML_STATUS_FAILED;
+    if (large) {
+        const int64_t s = sd_vulkan_convrot_chunk_rows(dev, K, rows);
+        if (s < chunk) chunk = s;
+    }
+    const uint64_t scale_base = (uint64_t) sd_int8_schema::packed_scale_offset(K, rows);
+    quant_push     pc{};
+    pc.K      = (uint32_t) K;
+    pc.rows   = (uint32_t) rows;
+    pc.prows  = (uint32_t) prows;
+    pc.gscale = 1.0f / sqrtf((float) group); // the CPU kernel's expression (exact: a power of 2)
+    pc.t_off  = large ? scratch->words() : 0;
+    const uint32_t W = GGML_EXT_VULKAN_WRITE;
     for (int64_t r0 = 0; r0 < prows; r0 += chunk) {
         const int64_t n = prows - r0 < chunk ? prows - r0 : chunk;
-        pc.row0         = (uint32_t) r0;
-        pc.row_end      = (uint32_t) (r0 + n);
-        uint32_t wg = 0, groups[3];
+        // the real rows of this window (a window of padding rows only, possible when the scratch
+        // splits a quartet, binds the last real row: never read, its scale never written)
+        const int64_t real = (r0 + n < rows ? r0 + n : rows) - r0;
+        const int64_t xr0 = real > 0 ? r0 : rows - 1, xn = real > 0 ? real : 1;
+        bound         bx, bo, bs;
+        ggml_status   s = sd_vk::bind_region(backend, x, (uint64_t) xr0 * 4 * K, (uint64_t) xn * 4 * K,
+                                             GGML_EXT_VULKAN_READ, bx);
+        if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_region(backend, dst, (uint64_t) (r0 * K), (uint64_t) (n * K), W, bo);
+        if (s == GGML_STATUS_SUCCESS)
+            s = sd_vk::bind_region(backend, dst, scale_base + 4 * (uint64_t) xr0, 4 * (uint64_t) xn, W, bs);
+        if (s != GGML_STATUS_SUCCESS) return s;
+        pc.x_off   = bx.words();
+        pc.o_off   = bo.words();
+        pc.s_off   = real > 0 ? bs.words() : 0;
+        pc.row0    = (uint32_t) r0;
+        pc.row_end = (uint32_t) (r0 + n);
+        const bound * b[4] = {&bx, &bo, large ? scratch : &bx, &bs}; // without a scratch: any range, never read
+        uint32_t      wg = 0, groups[3];
         sd_vk::subgroup_grid(backend, (uint64_t) n, wg, groups); // one subgroup per row
-        const uint32_t    spec[2] = {wg, (uint32_t) group};
-        const ggml_status s = sd_vk::dispatch(backend, "quantize_i8_convrot", b, n_b, spec, 2, &pc, sizeof(pc), groups);
+        const uint32_t spec[2] = {wg, (uint32_t) group};
+        s = sd_vk::dispatch(backend, "quantize_i8_convrot", b, 4, spec, 2, &pc, sizeof(pc), groups);
         if (s != GGML_STATUS_SUCCESS) return s;
     }
     return GGML_STATUS_SUCCESS;
@@ -114,10 +145,8 @@ int64_t sd_vulkan_convrot_chunk_rows(ggml_backend_dev_t dev, int64_t K, int64_t 
     uint64_t     cap = 64ull << 20;
     const char * env = getenv("SD_VK_CONVROT_SCRATCH_BYTES");
     if (env && strtoull(env, nullptr, 10) > 0 && strtoull(env, nullptr, 10) < cap) cap = strtoull(env, nullptr, 10);
-    const ggml_ext_vulkan_device_info * info = dev ? sd_vk::device_info(dev) : nullptr;
-    if (info && info->max_storage_buffer_range > info->min_storage_buffer_offset_alignment &&
-        info->max_storage_buffer_range - info->min_storage_buffer_offset_alignment < cap)
-        cap = info->max_storage_buffer_range - info->min_storage_buffer_offset_alignment;
+    const uint64_t window = dev ? sd_vk::max_binding_bytes(dev) : 0;
+    if (window > 0 && window < cap) cap = window;
     const int64_t prows = pad_up(rows, 4);
     const int64_t fit   = K > 0 ? (int64_t) (cap / (4 * (uint64_t) K)) : prows;
     return fit < 1 ? 1 : (fit < prows ? fit : prows);
@@ -163,7 +192,8 @@ bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * no
     const int64_t K = q.K, rows = q.rows;
     if (K % 4 != 0 || K > UINT32_MAX / 4 || rows <= 0 || ggml_nelements(q.x) > INT32_MAX) return false;
     if (sd_vulkan_quant_lane_iterations(dev, K, q.group, false) > sd_vk::kLoopBudget) return false;
-    return bindable(dev, q.x) && bindable(dev, node);
+    // any number of rows: dispatches over windows of rows; one quartet of rows must fit a window
+    return word_aligned(q.x) && word_aligned(node) && sd_vulkan_quant_window_rows(dev, K) > 0;
 }
 
 namespace {
@@ -189,7 +219,7 @@ ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
     sd_int8_schema::quantize_node q;
     if (!sd_int8_schema::decode_quantize(node, q)) return GGML_STATUS_FAILED;
     const int64_t K = q.K, rows = q.rows;
-    bound         bx, bo;
+    bound         bx, bo; // whole ranges, for the alias check only (never dispatched: maybe over a window)
     ggml_status   s = sd_vk::bind_tensor(backend, q.x, 0, 0, GGML_EXT_VULKAN_READ, bx);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, node, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
     if (s != GGML_STATUS_SUCCESS) return s;
@@ -201,12 +231,13 @@ ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
         if (s != GGML_STATUS_SUCCESS) return s;
     }
     const bound * sp = extra ? &scratch : nullptr;
-    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, bx, bo, sp, K, rows, q.group);
+    const sd_vk::region x = sd_vk::region_of(q.x);
+    if (!sd_vk::overlap(bx, bo)) return run_quantizer(backend, x, sd_vk::region_of(node), sp, K, rows, q.group);
     // the output overlaps the input: quantize into the workspace, then copy
     if (!ws || ws_bytes < ggml_nbytes(node)) return GGML_STATUS_FAILED;
     bound stage;
     s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(node), GGML_EXT_VULKAN_READ_WRITE, stage);
-    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, stage, sp, K, rows, q.group);
+    if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, x, sd_vk::region_at(ws, 0), sp, K, rows, q.group);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::copy(backend, bo, stage);
     return s;
 }
@@ -214,20 +245,34 @@ ggml_status quant_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
 // ---------------------------------------------------------------------------------------------
 // sd.linear_i8.v1
 
+// Rows per GEMM dispatch (a multiple of 4, the tile): every row-wise binding, the activations' K
+// bytes and F32 scale and the output's or residual's 4 N bytes a row, holds that many rows
+// within one binding window (sd_vk::max_binding_bytes). 0: not even 4 rows fit.
+int64_t linear_window_rows(ggml_backend_dev_t dev, int64_t K, int64_t N) {
+    const uint64_t row = (uint64_t) K > 4 * (uint64_t) N ? (uint64_t) K : 4 * (uint64_t) N;
+    return sd_vk::window_rows(dev, row, 4);
+}
+
 // The schema's checks (sd_int8_schema::decode_linear), then the device's limits: K in 32-bit
-// words, at least one row, 32-bit element indices, every tensor bindable; an F32 input also
-// within the quantizer's lane loop budget and its packed copy within one binding.
+// words, at least one row, 32-bit element indices, the weights bindable whole and four rows of
+// each row-wise tensor within one binding; an F32 input also within the quantizer's lane loop
+// budget and its windows.
 bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
     linear_node l;
     if (!sd_int8_schema::decode_linear(node, l)) return false;
     const int64_t K = l.K, rows = l.M;
     if (K % 4 != 0 || rows <= 0) return false;
     if (ggml_nelements(node) > INT32_MAX || rows > INT32_MAX / 4) return false;
-    for (const ggml_tensor * t : {l.weight, l.input, l.weight_scale, l.bias, l.input_scale, node})
+    // the weights, their scales and the bias are bound whole: each must fit one binding
+    for (const ggml_tensor * t : {l.weight, l.weight_scale, l.bias})
         if (t && !bindable(dev, t)) return false;
+    // the row-wise tensors go in windows of rows: a quartet of rows must fit one
+    for (const ggml_tensor * t : {l.input, l.input_scale, node})
+        if (t && !word_aligned(t)) return false;
+    if (linear_window_rows(dev, K, l.N) <= 0) return false;
     if (l.kind != SD_LINEAR_I8_INPUT_F32) return true;
     return sd_vulkan_quant_lane_iterations(dev, K, l.group, false) <= sd_vk::kLoopBudget &&
-           sd_vk::fits_binding(dev, (uint64_t) sd_int8_schema::packed_bytes(K, rows));
+           sd_vulkan_quant_window_rows(dev, K) > 0;
 }
 
 // linear_i8.comp MODE 1 (the subgroup-broadcast GEMM) block: 8 * kSgRowGroups rows x
@@ -313,13 +358,20 @@ struct gemm_extras {
 
 // lin: the linear; out: where its result goes (the node, or the fused chain's last node, of the
 // linear's shape; with x.quant, the F32 intermediate the quantizer reads, kept in the workspace).
+// The weights, their scales, the biases and the gate are bound whole (they must fit one binding);
+// the row-wise tensors (activations and their scales, the output, the residual) are bound a
+// window of linear_window_rows rows per dispatch. Every output element is computed alone, so the
+// windows change no value.
 ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const ggml_tensor * out, const gemm_extras & x,
                        void * ws, size_t ws_bytes) {
     const ggml_tensor *gate = x.gate, *residual = x.residual;
     linear_node        src;
     if (!sd_int8_schema::linear_operands(lin, src)) return GGML_STATUS_FAILED;
-    const int64_t       K = src.K, N = src.N, rows = src.M;
-    const linear_layout l = layout_of(ggml_backend_get_device(backend), src, out, x.quant);
+    const ggml_backend_dev_t dev = ggml_backend_get_device(backend);
+    const int64_t            K = src.K, N = src.N, rows = src.M;
+    const int64_t            chunk = linear_window_rows(dev, K, N);
+    if (chunk <= 0) return GGML_STATUS_FAILED;
+    const linear_layout l = layout_of(dev, src, out, x.quant);
     if (l.total > 0 && (!ws || ws_bytes < l.total)) return GGML_STATUS_FAILED;
     bound scratch;
     if (l.scratch_bytes) {
@@ -338,30 +390,28 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     // activations: quantized into the workspace (F32), the packed rows + their scale tail, or
     // plain I8 rows + input_scale
     const sd_int8_schema::linear_workspace & act = l.common;
+    sd_vk::region                            act_rows, act_scales;
     switch (src.kind) {
-        case SD_LINEAR_I8_INPUT_F32: {
-            bound bx, bq;
-            s = sd_vk::bind_tensor(backend, src.input, 0, 0, R, bx);
-            if (s == GGML_STATUS_SUCCESS)
-                s = sd_vk::bind_base(backend, ws, act.act_off, act.act_bytes, GGML_EXT_VULKAN_READ_WRITE, bq);
-            if (s == GGML_STATUS_SUCCESS) s = run_quantizer(backend, bx, bq, sp, K, rows, src.group);
-            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, act.act_off, (uint64_t) (K * rows), R, ba);
-            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_base(backend, ws, act.scale_off, 4 * rows, R, bsx);
+        case SD_LINEAR_I8_INPUT_F32:
+            s = run_quantizer(backend, sd_vk::region_of(src.input), sd_vk::region_at(ws, act.act_off), sp, K, rows,
+                              src.group);
+            act_rows   = sd_vk::region_at(ws, act.act_off);
+            act_scales = sd_vk::region_at(ws, act.scale_off);
             break;
-        }
         case SD_LINEAR_I8_INPUT_PACKED:
-            s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
-            if (s == GGML_STATUS_SUCCESS)
-                s = sd_vk::bind_tensor(backend, src.input, (uint64_t) sd_int8_schema::packed_scale_offset(K, rows),
-                                       4 * rows, R, bsx);
+            act_rows   = sd_vk::region_of(src.input);
+            act_scales = sd_vk::region{src.input, nullptr, (uint64_t) sd_int8_schema::packed_scale_offset(K, rows)};
             break;
         case SD_LINEAR_I8_INPUT_I8:
-            s = sd_vk::bind_tensor(backend, src.input, 0, (uint64_t) (K * rows), R, ba);
-            if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, src.input_scale, 0, 0, R, bsx);
+            act_rows   = sd_vk::region_of(src.input);
+            act_scales = sd_vk::region_of(src.input_scale);
             break;
         default: return GGML_STATUS_FAILED;
     }
     if (s != GGML_STATUS_SUCCESS) return s;
+    // whole ranges of the row-wise tensors, for the alias checks only (never dispatched)
+    if ((s = sd_vk::bind_region(backend, act_rows, 0, (uint64_t) (K * rows), R, ba)) != GGML_STATUS_SUCCESS) return s;
+    if ((s = sd_vk::bind_region(backend, act_scales, 0, 4 * (uint64_t) rows, R, bsx)) != GGML_STATUS_SUCCESS) return s;
     // absent operands: any valid range (the weight), never read
     bsw = bb = bg = br = bwu = bswu = bbu = bw;
     if (x.up && (s = sd_vk::bind_tensor(backend, up.weight, 0, 0, R, bwu)) != GGML_STATUS_SUCCESS) return s;
@@ -373,7 +423,7 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     if (src.bias && (s = sd_vk::bind_tensor(backend, src.bias, 0, 0, R, bb)) != GGML_STATUS_SUCCESS) return s;
     if (gate && (s = sd_vk::bind_tensor(backend, gate, 0, 0, R, bg)) != GGML_STATUS_SUCCESS) return s;
     if (residual && (s = sd_vk::bind_tensor(backend, residual, 0, 0, R, br)) != GGML_STATUS_SUCCESS) return s;
-    bound bout;
+    bound               bout;
     const ggml_tensor * dst = x.quant ? x.quant : out;
     if ((s = sd_vk::bind_tensor(backend, dst, 0, 0, GGML_EXT_VULKAN_READ_WRITE, bout)) != GGML_STATUS_SUCCESS) return s;
 
@@ -383,54 +433,69 @@ ggml_status linear_run(ggml_backend_t backend, const ggml_tensor * lin, const gg
     bool stage = x.quant != nullptr;
     for (const bound * in : {&bw, &ba, &bsx, &bsw, &bb, &bg, &bwu, &bswu, &bbu}) stage = stage || sd_vk::overlap(bout, *in);
     if (residual && sd_vk::overlap(bout, br) && !sd_vk::same_range(bout, br)) stage = true;
-    if (stage) {
-        if ((s = sd_vk::bind_base(backend, ws, act.stage_off, act.stage_bytes, GGML_EXT_VULKAN_READ_WRITE, by)) !=
-            GGML_STATUS_SUCCESS)
-            return s;
-    } else {
-        by = bout;
-    }
+    const sd_vk::region y_rows = stage ? sd_vk::region_at(ws, act.stage_off) : sd_vk::region_of(out);
 
     linear_push pc{};
     pc.w_off   = bw.words();
-    pc.a_off   = ba.words();
-    pc.sx_off  = bsx.words();
     pc.sw_off  = bsw.words();
     pc.b_off   = bb.words();
-    pc.y_off   = by.words();
     pc.g_off   = bg.words();
-    pc.r_off   = br.words();
     pc.K       = (uint32_t) K;
     pc.N       = (uint32_t) N;
-    pc.rows    = (uint32_t) rows;
     const int64_t tn = x.up ? kTile / 2 : kTile; // the shader's TN (SwiGLU: two accumulator sets)
     pc.n_tiles = (uint32_t) ((N + tn - 1) / tn);
     pc.wu_off  = bwu.words();
     pc.swu_off = bswu.words();
     pc.bu_off  = bbu.words();
-    const uint64_t tiles   = (uint64_t) pc.n_tiles * (uint64_t) ((rows + kTile - 1) / kTile);
-    uint32_t spec[12] = {kLinearLocal,        src.weight_scale != nullptr, src.bias != nullptr,        gate != nullptr,
-                         residual != nullptr, x.up != nullptr,             up.weight_scale != nullptr, up.bias != nullptr,
-                         0u,                  kSgRowGroups,                x.up ? kSgChannels / 2 : kSgChannels,
-                         sg_float_mac()};
-    uint32_t groups[3];
-    const uint64_t sg_cols = 8u * spec[10], sg_rows = 8u * kSgRowGroups;
-    if (use_subgroup_gemm(backend, K, {&bw, &ba, x.up ? &bwu : &bw}) &&
-        (uint64_t) ((N + sg_cols - 1) / sg_cols) <= 65535 && (uint64_t) ((rows + sg_rows - 1) / sg_rows) <= 65535) {
-        // linear_i8.comp MODE 1: one 8-lane workgroup per (8 * TC channels) x (8 * RA rows) block
-        spec[0]   = 8;
-        spec[8]   = 1;
-        groups[0] = (uint32_t) ((N + sg_cols - 1) / sg_cols);
-        groups[1] = (uint32_t) ((rows + sg_rows - 1) / sg_rows);
-        groups[2] = 1;
-    } else {
-        sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
+    const uint64_t sg_cols = 8u * (x.up ? kSgChannels / 2 : kSgChannels), sg_rows = 8u * kSgRowGroups;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t  n  = rows - r0 < chunk ? rows - r0 : chunk;
+        const uint64_t yb = 4 * (uint64_t) N; // output / residual bytes per row
+        if ((s = sd_vk::bind_region(backend, act_rows, (uint64_t) (r0 * K), (uint64_t) (n * K), R, ba)) !=
+                GGML_STATUS_SUCCESS ||
+            (s = sd_vk::bind_region(backend, act_scales, 4 * (uint64_t) r0, 4 * (uint64_t) n, R, bsx)) !=
+                GGML_STATUS_SUCCESS ||
+            (s = sd_vk::bind_region(backend, y_rows, yb * (uint64_t) r0, yb * (uint64_t) n, GGML_EXT_VULKAN_READ_WRITE,
+                                    by)) != GGML_STATUS_SUCCESS)
+            return s;
+        if (residual && (s = sd_vk::bind_region(backend, sd_vk::region_of(residual), yb * (uint64_t) r0,
+                                                yb * (uint64_t) n, R, br)) != GGML_STATUS_SUCCESS)
+            return s;
+        pc.a_off  = ba.words();
+        pc.sx_off = bsx.words();
+        pc.y_off  = by.words();
+        pc.r_off  = br.words();
+        pc.rows   = (uint32_t) n;
+        const uint64_t tiles = (uint64_t) pc.n_tiles * (uint64_t) ((n + kTile - 1) / kTile);
+        uint32_t spec[12] = {kLinearLocal,        src.weight_scale != nullptr, src.bias != nullptr,
+                             gate != nullptr,     residual != nullptr,         x.up != nullptr,
+                             up.weight_scale != nullptr, up.bias != nullptr,   0u,
+                             kSgRowGroups,        x.up ? kSgChannels / 2 : kSgChannels, sg_float_mac()};
+        uint32_t groups[3];
+        if (use_subgroup_gemm(backend, K, {&bw, &ba, x.up ? &bwu : &bw}) &&
+            (uint64_t) ((N + sg_cols - 1) / sg_cols) <= 65535 && (uint64_t) ((n + sg_rows - 1) / sg_rows) <= 65535) {
+            // linear_i8.comp MODE 1: one 8-lane workgroup per (8 * TC channels) x (8 * RA rows) block
+            spec[0]   = 8;
+            spec[8]   = 1;
+            groups[0] = (uint32_t) ((N + sg_cols - 1) / sg_cols);
+            groups[1] = (uint32_t) ((n + sg_rows - 1) / sg_rows);
+            groups[2] = 1;
+        } else {
+            sd_vk::grid_1d(backend, (tiles + kLinearLocal - 1) / kLinearLocal, groups);
+        }
+        const bound * b[11] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br, &bwu, &bswu, &bbu};
+        s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 12, &pc, sizeof(pc), groups);
+        if (s != GGML_STATUS_SUCCESS) return s;
     }
-    const bound * b[11] = {&bw, &ba, &bsx, &bsw, &bb, &by, &bg, &br, &bwu, &bswu, &bbu};
-    s = sd_vk::dispatch(backend, "linear_i8", b, 11, spec, 12, &pc, sizeof(pc), groups);
-    if (s != GGML_STATUS_SUCCESS) return s;
-    if (x.quant) return run_quantizer(backend, by, bout, sp, N, rows, sd_int8_schema::quantize_group(x.quant));
-    if (stage) s = sd_vk::copy(backend, bout, by);
+    if (x.quant)
+        return run_quantizer(backend, y_rows, sd_vk::region_of(x.quant), sp, N, rows,
+                             sd_int8_schema::quantize_group(x.quant));
+    if (stage) {
+        if ((s = sd_vk::bind_base(backend, ws, act.stage_off, act.stage_bytes, GGML_EXT_VULKAN_READ, by)) !=
+            GGML_STATUS_SUCCESS)
+            return s;
+        s = sd_vk::copy(backend, bout, by);
+    }
     return s;
 }
 
@@ -479,7 +544,9 @@ bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, int count, 
     }
     c.residual = residual_of(n[count - 1], n[count - 2]);
     if (!c.residual || c.residual == n[0] || c.residual == n[1]) return false;
-    return !dev || sd_vk::fits_binding(dev, ggml_nbytes(c.residual));
+    // the residual is bound in the output's windows of rows; the gate (one value per channel)
+    // whole
+    return !dev || !c.gate || sd_vk::fits_binding(dev, ggml_nbytes(c.gate));
 }
 
 int epilogue_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {

@@ -31,6 +31,12 @@ uint64_t sd_vulkan_quant_lane_iterations(ggml_backend_dev_t dev, int64_t K, int 
 int64_t  sd_vulkan_convrot_chunk_rows(ggml_backend_dev_t dev, int64_t K, int64_t rows);
 uint64_t sd_vulkan_convrot_scratch_bytes(ggml_backend_dev_t dev, int64_t K, int64_t rows, int group);
 
+// Rows of K values per quantizer dispatch (a multiple of 4): each dispatch binds only its rows of
+// the F32 input, the packed rows and the scales, so that no binding exceeds
+// sd_vk::max_binding_bytes (the device's storage-buffer range, or SD_VK_MAX_BINDING_BYTES). 0:
+// not even 4 rows fit one window (the node is declined).
+int64_t sd_vulkan_quant_window_rows(ggml_backend_dev_t dev, int64_t K);
+
 // Kernel names (plan introspection, tests)
 #define SD_VK_KERNEL_QUANTIZE_I8         "sd.vulkan.quantize_i8_convrot"
 #define SD_VK_KERNEL_LINEAR_I8           "sd.vulkan.linear_i8"

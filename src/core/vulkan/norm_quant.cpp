@@ -63,6 +63,8 @@ bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, mod_chain &
     if (!dev) return true;
     if (sd_vulkan_quant_lane_iterations(dev, K, sd_int8_schema::quantize_group(q), true) > sd_vk::kLoopBudget)
         return false;
+    // the per-channel vectors are bound whole (the rows in windows: sd_vulkan_quantize_supported)
+    if (!sd_vk::fits_binding(dev, 4 * (uint64_t) K)) return false;
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
     return info && info->subgroup_basic && info->subgroup_arithmetic && info->subgroup_size > 0;
 }
@@ -95,67 +97,86 @@ ggml_status mod_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, vo
 
 struct mod_push {
     uint32_t x_off, w_off, ms_off, sh_off, o_off;
-    uint32_t K, rows, prows, scale_off;
+    uint32_t K, rows, prows, s_off;
     float    gscale, eps;
     uint32_t row0, row_end, t_off;
 };
 
+// The per-channel vectors are bound whole; x, the packed rows and their scales a window of rows
+// per dispatch (sd_vulkan_quant_window_rows; fewer rows for groups above 256, whose scratch holds
+// sd_vulkan_convrot_chunk_rows), so no binding exceeds the device's range. Rows are independent:
+// the windows change no value.
 ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
                         void *) {
     mod_chain c;
     if (nodes->n_nodes != 6 || !chain_of(nullptr, nodes->nodes, c)) return GGML_STATUS_FAILED;
-    const ggml_tensor * q     = nodes->nodes[5];
-    const int           group = sd_int8_schema::quantize_group(q);
-    const uint32_t R = GGML_EXT_VULKAN_READ;
-    bound          bx, bw, bm, bs, bo, bt;
-    ggml_status    s = sd_vk::bind_tensor(backend, c.x, 0, 0, R, bx);
+    const ggml_tensor *      q     = nodes->nodes[5];
+    const int                group = sd_int8_schema::quantize_group(q);
+    const ggml_backend_dev_t dev   = ggml_backend_get_device(backend);
+    const uint32_t           R     = GGML_EXT_VULKAN_READ, W = GGML_EXT_VULKAN_WRITE;
+    bound                    bx, bw, bm, bs, bo; // bx, bo: whole ranges for the alias check only
+    ggml_status              s = sd_vk::bind_tensor(backend, c.x, 0, 0, R, bx);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, c.w1, 0, 0, R, bw);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, c.ms, 0, 0, R, bm);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, c.sh, 0, 0, R, bs);
-    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, q, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
+    if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, q, 0, 0, W, bo);
     if (s != GGML_STATUS_SUCCESS) return s;
     const bool stage = sd_vk::overlap(bo, bx) || sd_vk::overlap(bo, bw) || sd_vk::overlap(bo, bm) || sd_vk::overlap(bo, bs);
-    if (stage) {
-        if (!ws || ws_bytes < ggml_nbytes(q)) return GGML_STATUS_FAILED;
-        if ((s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(q), GGML_EXT_VULKAN_READ_WRITE, bt)) != GGML_STATUS_SUCCESS)
-            return s;
-    } else {
-        bt = bo;
-    }
+    if (stage && (!ws || ws_bytes < ggml_nbytes(q))) return GGML_STATUS_FAILED;
+    const sd_vk::region out = stage ? sd_vk::region_at(ws, 0) : sd_vk::region_of(q);
     const int64_t  K = c.x->ne[0], rows = ggml_nrows(c.x), prows = sd_int8_schema::pad_up(rows, 4);
-    const uint64_t extra = scratch_bytes(ggml_backend_get_device(backend), c, q);
+    const uint64_t extra = scratch_bytes(dev, c, q);
     bound          scratch;
     if (extra) {
         if (!ws || ws_bytes < scratch_off(q) + extra) return GGML_STATUS_FAILED;
         s = sd_vk::bind_base(backend, ws, scratch_off(q), extra, GGML_EXT_VULKAN_READ_WRITE, scratch);
         if (s != GGML_STATUS_SUCCESS) return s;
     }
-    mod_push      pc{};
-    pc.x_off     = bx.words();
-    pc.w_off     = bw.words();
-    pc.ms_off    = bm.words();
-    pc.sh_off    = bs.words();
-    pc.o_off     = bt.words();
-    pc.K         = (uint32_t) K;
-    pc.rows      = (uint32_t) rows;
-    pc.prows     = (uint32_t) prows;
-    pc.scale_off = (uint32_t) (sd_int8_schema::packed_scale_offset(K, rows) / 4);
-    pc.gscale    = 1.0f / sqrtf((float) group);
-    pc.eps       = c.eps;
-    pc.t_off     = extra ? scratch.words() : 0;
-    // groups above 256: the rows in dispatches of as many as the scratch holds
-    const int64_t chunk = extra ? sd_vulkan_convrot_chunk_rows(ggml_backend_get_device(backend), K, rows) : prows;
-    const bound * b[6]  = {&bx, &bw, &bm, &bs, &bt, extra ? &scratch : &bx}; // no scratch: any range, never read
+    int64_t chunk = sd_vulkan_quant_window_rows(dev, K);
+    if (chunk <= 0) return GGML_STATUS_FAILED;
+    if (extra) {
+        const int64_t sc = sd_vulkan_convrot_chunk_rows(dev, K, rows);
+        if (sc < chunk) chunk = sc;
+    }
+    const uint64_t scale_base = (uint64_t) sd_int8_schema::packed_scale_offset(K, rows);
+    mod_push       pc{};
+    pc.w_off  = bw.words();
+    pc.ms_off = bm.words();
+    pc.sh_off = bs.words();
+    pc.K      = (uint32_t) K;
+    pc.rows   = (uint32_t) rows;
+    pc.prows  = (uint32_t) prows;
+    pc.gscale = 1.0f / sqrtf((float) group);
+    pc.eps    = c.eps;
+    pc.t_off  = extra ? scratch.words() : 0;
     for (int64_t r0 = 0; r0 < prows && s == GGML_STATUS_SUCCESS; r0 += chunk) {
         const int64_t n = prows - r0 < chunk ? prows - r0 : chunk;
-        pc.row0         = (uint32_t) r0;
-        pc.row_end      = (uint32_t) (r0 + n);
+        // the real rows of this window (padding only, possible when the scratch splits a quartet:
+        // the last real row is bound, never read, its scale never written)
+        const int64_t real = (r0 + n < rows ? r0 + n : rows) - r0;
+        const int64_t xr0 = real > 0 ? r0 : rows - 1, xn = real > 0 ? real : 1;
+        bound         wx, wo, wsc;
+        s = sd_vk::bind_tensor(backend, c.x, (uint64_t) xr0 * 4 * K, (uint64_t) xn * 4 * K, R, wx);
+        if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_region(backend, out, (uint64_t) (r0 * K), (uint64_t) (n * K), W, wo);
+        if (s == GGML_STATUS_SUCCESS)
+            s = sd_vk::bind_region(backend, out, scale_base + 4 * (uint64_t) xr0, 4 * (uint64_t) xn, W, wsc);
+        if (s != GGML_STATUS_SUCCESS) break;
+        pc.x_off   = wx.words();
+        pc.o_off   = wo.words();
+        pc.s_off   = real > 0 ? wsc.words() : 0;
+        pc.row0    = (uint32_t) r0;
+        pc.row_end = (uint32_t) (r0 + n);
         uint32_t wg = 0, groups[3];
         sd_vk::subgroup_grid(backend, (uint64_t) n, wg, groups); // one subgroup per row
         const uint32_t spec[2] = {wg, (uint32_t) group};
-        s = sd_vk::dispatch(backend, "modulation_quantize", b, 6, spec, 2, &pc, sizeof(pc), groups);
+        const bound *  b[7]    = {&wx, &bw, &bm, &bs, &wo, extra ? &scratch : &wx, &wsc}; // no scratch: never read
+        s = sd_vk::dispatch(backend, "modulation_quantize", b, 7, spec, 2, &pc, sizeof(pc), groups);
     }
-    if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bo, bt);
+    if (s == GGML_STATUS_SUCCESS && stage) {
+        bound bt;
+        s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(q), R, bt);
+        if (s == GGML_STATUS_SUCCESS) s = sd_vk::copy(backend, bo, bt);
+    }
     return s;
 }
 

@@ -34,6 +34,49 @@ bool float_strided(const ggml_tensor * t) {
            t->nb[3] % 4 == 0 && (t->view_src == nullptr || t->view_offs % 4 == 0);
 }
 
+// A box of rows (h, l, n) one dispatch covers: the shader's cH, cL, cN.
+struct rope_box {
+    int64_t c[3] = {0, 0, 0}; // H, L, N
+};
+
+// The largest box (the whole tensor when it fits) whose windows of x (F32 at x's strides) and of
+// the contiguous [d, L, H * N] output (elem_bytes: 4 F32, 2 F16) each fit one binding on dev:
+// halves the dimension that spans most of a window too large until both fit. false when a single
+// row does not fit, or an F16 output of odd d would need windows (4-byte aligned bindings).
+bool plan_box(ggml_backend_dev_t dev, const ggml_tensor * x, uint64_t elem_bytes, rope_box & box) {
+    const int64_t  d = x->ne[0], H = x->ne[1], L = x->ne[2], N = x->ne[3];
+    const uint64_t xs[3] = {x->nb[1] / 4, x->nb[2] / 4, x->nb[3] / 4};
+    const uint64_t os[3] = {(uint64_t) (L * d), (uint64_t) d, (uint64_t) (H * L * d)};
+    const uint64_t W     = sd_vk::max_binding_bytes(dev);
+    box.c[0] = H;
+    box.c[1] = L;
+    box.c[2] = N;
+    for (;;) {
+        uint64_t sx = (uint64_t) d, so = (uint64_t) d;
+        for (int i = 0; i < 3; ++i) {
+            sx += (uint64_t) (box.c[i] - 1) * xs[i];
+            so += (uint64_t) (box.c[i] - 1) * os[i];
+        }
+        const bool x_big = 4 * sx > W, o_big = elem_bytes * so > W;
+        if (!x_big && !o_big) break;
+        int      pick = -1;
+        uint64_t most = 0;
+        for (int i = 0; i < 3; ++i) {
+            if (box.c[i] <= 1) continue;
+            const uint64_t part = (x_big ? (uint64_t) (box.c[i] - 1) * xs[i] : 0) +
+                                  (o_big ? (uint64_t) (box.c[i] - 1) * os[i] : 0);
+            if (pick < 0 || part > most) {
+                pick = i;
+                most = part;
+            }
+        }
+        if (pick < 0) return false; // one row is over a window
+        box.c[pick] = (box.c[pick] + 1) / 2;
+    }
+    const bool whole = box.c[0] == H && box.c[1] == L && box.c[2] == N;
+    return whole || elem_bytes != 2 || d % 2 == 0;
+}
+
 bool rope_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
     if (!is_rope_node(node)) return false;
     const ggml_tensor * x = node->src[0], *pe = node->src[1];
@@ -43,8 +86,9 @@ bool rope_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
     if (2 * nf > d || ggml_nelements(node) > INT32_MAX || ggml_nbytes(x) / 4 > INT32_MAX) return false;
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
     if (!info || !info->subgroup_basic || !info->subgroup_arithmetic || info->subgroup_size == 0) return false;
-    return sd_vk::fits_binding(dev, ggml_nbytes(x)) && sd_vk::fits_binding(dev, ggml_nbytes(pe)) &&
-           sd_vk::fits_binding(dev, ggml_nbytes(node));
+    // x and the output go in boxes of rows (plan_box); the PE table is bound whole
+    rope_box box;
+    return sd_vk::fits_binding(dev, ggml_nbytes(pe)) && plan_box(dev, x, 4, box);
 }
 
 struct rope_push {
@@ -53,6 +97,7 @@ struct rope_push {
     uint32_t xs1, xs2, xs3;
     float    eps;
     float    scale;
+    uint32_t cH, cL, cN;
 };
 
 // The fused tail after the RoPE: SCALE (bias 0) and / or the CPY to F16 (out: the last node).
@@ -70,26 +115,21 @@ ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_t
     sd_rope_apply_attrs at{};
     ggml_ext_get_attrs(rope, &at, sizeof(at));
     const uint32_t R = GGML_EXT_VULKAN_READ;
-    bound          bx, bp, bw, bo, bt;
+    bound          bx, bp, bw, bo; // bx, bo: whole ranges for the alias check only
     ggml_status    s = sd_vk::bind_tensor(backend, x, 0, 0, R, bx);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, pe, 0, 0, R, bp);
     if (s == GGML_STATUS_SUCCESS) s = w ? sd_vk::bind_tensor(backend, w, 0, 0, R, bw) : (bw = bp, s);
     if (s == GGML_STATUS_SUCCESS) s = sd_vk::bind_tensor(backend, out, 0, 0, GGML_EXT_VULKAN_WRITE, bo);
     if (s != GGML_STATUS_SUCCESS) return s;
     const bool stage = sd_vk::overlap(bo, bx) || sd_vk::overlap(bo, bp) || (w && sd_vk::overlap(bo, bw));
-    if (stage) {
-        if (!ws || ws_bytes < ggml_nbytes(out)) return GGML_STATUS_FAILED;
-        if ((s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(out), GGML_EXT_VULKAN_READ_WRITE, bt)) !=
-            GGML_STATUS_SUCCESS)
-            return s;
-    } else {
-        bt = bo;
-    }
+    if (stage && (!ws || ws_bytes < ggml_nbytes(out))) return GGML_STATUS_FAILED;
+    const sd_vk::region dst = stage ? sd_vk::region_at(ws, 0) : sd_vk::region_of(out);
+    const uint64_t      eb  = f16 ? 2 : 4;
+    rope_box            box;
+    if (!plan_box(ggml_backend_get_device(backend), x, eb, box)) return GGML_STATUS_FAILED;
+
     rope_push pc{};
-    pc.x_off  = bx.words();
-    pc.pe_off = bp.words();
     pc.w_off  = bw.words();
-    pc.o_off  = f16 ? (uint32_t) (bt.r.shader_offset / 2) : bt.words();
     pc.d      = (uint32_t) x->ne[0];
     pc.H      = (uint32_t) x->ne[1];
     pc.L      = (uint32_t) x->ne[2];
@@ -103,14 +143,42 @@ ggml_status rope_run(ggml_backend_t backend, const ggml_tensor * x, const ggml_t
 
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(ggml_backend_get_device(backend));
     const uint32_t sgs = info->subgroup_size, wg = 4 * sgs <= info->max_workgroup_invocations ? 4 * sgs : sgs;
-    const uint64_t rows = (uint64_t) pc.L * pc.H * pc.N, per_wg = wg / sgs;
-    uint64_t       n    = (rows + per_wg - 1) / per_wg;
-    if (n > info->max_workgroup_count[0]) n = info->max_workgroup_count[0]; // grid-stride loop covers the rest
-    const uint32_t groups[3] = {(uint32_t) n, 1, 1};
-    const uint32_t spec[5]   = {wg, (uint32_t) at.mode, w != nullptr, tail.scale != nullptr, f16};
-    const bound *  b[5]      = {&bx, &bp, &bw, f16 ? &bp : &bt, f16 ? &bt : &bp}; // the unused one: pe, never written
-    s = sd_vk::dispatch(backend, "rope_apply", b, 5, spec, 5, &pc, sizeof(pc), groups);
-    if (s == GGML_STATUS_SUCCESS && stage) s = sd_vk::copy(backend, bo, bt);
+    const uint32_t spec[5] = {wg, (uint32_t) at.mode, w != nullptr, tail.scale != nullptr, f16};
+    const int64_t  d = x->ne[0], H = x->ne[1], L = x->ne[2], N = x->ne[3], nf = pe->ne[2];
+    // one dispatch per box; x and the output bound from the box's first row to its last
+    for (int64_t n0 = 0; n0 < N && s == GGML_STATUS_SUCCESS; n0 += box.c[2])
+        for (int64_t h0 = 0; h0 < H && s == GGML_STATUS_SUCCESS; h0 += box.c[0])
+            for (int64_t l0 = 0; l0 < L && s == GGML_STATUS_SUCCESS; l0 += box.c[1]) {
+                const int64_t cH = std::min(box.c[0], H - h0), cL = std::min(box.c[1], L - l0),
+                              cN = std::min(box.c[2], N - n0);
+                const uint64_t x_first = (uint64_t) h0 * x->nb[1] + (uint64_t) l0 * x->nb[2] + (uint64_t) n0 * x->nb[3];
+                const uint64_t x_bytes = 4 * (uint64_t) d + (uint64_t) (cH - 1) * x->nb[1] +
+                                         (uint64_t) (cL - 1) * x->nb[2] + (uint64_t) (cN - 1) * x->nb[3];
+                const uint64_t o_first = (uint64_t) (((h0 + H * n0) * L + l0) * d) * eb;
+                const uint64_t o_bytes = (uint64_t) (((cH - 1 + H * (cN - 1)) * L + cL - 1) * d + d) * eb;
+                bound          wx, wo;
+                s = sd_vk::bind_tensor(backend, x, x_first, x_bytes, R, wx);
+                if (s == GGML_STATUS_SUCCESS)
+                    s = sd_vk::bind_region(backend, dst, o_first, o_bytes, GGML_EXT_VULKAN_WRITE, wo);
+                if (s != GGML_STATUS_SUCCESS) break;
+                pc.x_off  = wx.words();
+                pc.pe_off = bp.words() + (uint32_t) (l0 * 4 * nf); // pe rows from the box's first position
+                pc.o_off  = f16 ? (uint32_t) (wo.r.shader_offset / 2) : wo.words();
+                pc.cH     = (uint32_t) cH;
+                pc.cL     = (uint32_t) cL;
+                pc.cN     = (uint32_t) cN;
+                const uint64_t rows = (uint64_t) cL * cH * cN, per_wg = wg / sgs;
+                uint64_t       nwg  = (rows + per_wg - 1) / per_wg;
+                if (nwg > info->max_workgroup_count[0]) nwg = info->max_workgroup_count[0]; // grid-stride loop
+                const uint32_t groups[3] = {(uint32_t) nwg, 1, 1};
+                const bound *  b[5] = {&wx, &bp, &bw, f16 ? &bp : &wo, f16 ? &wo : &bp}; // unused: pe, never written
+                s = sd_vk::dispatch(backend, "rope_apply", b, 5, spec, 5, &pc, sizeof(pc), groups);
+            }
+    if (s == GGML_STATUS_SUCCESS && stage) {
+        bound bt;
+        s = sd_vk::bind_base(backend, ws, 0, ggml_nbytes(out), R, bt);
+        if (s == GGML_STATUS_SUCCESS) s = sd_vk::copy(backend, bo, bt);
+    }
     return s;
 }
 
@@ -140,7 +208,11 @@ const ggml_tensor * match_chain(ggml_backend_dev_t dev, const ggml_tensor * norm
         w->ne[1] != 1 || w->ne[2] != 1 || w->ne[3] != 1)
         return nullptr;
     if (!dev) return is_rope_node(rope) ? w : nullptr; // execution: the rule matched with the device already
-    return rope_supports(dev, rope, nullptr) && sd_vk::fits_binding(dev, ggml_nbytes(x)) ? w : nullptr;
+    // x goes in boxes of rows like the rope's input (its strides); the weight is bound whole
+    rope_box box;
+    return rope_supports(dev, rope, nullptr) && plan_box(dev, x, 4, box) && sd_vk::fits_binding(dev, ggml_nbytes(w))
+               ? w
+               : nullptr;
 }
 
 // SCALE(prev, s) with bias 0, F32 of prev's shape
@@ -154,8 +226,8 @@ bool is_plain_scale(const ggml_tensor * t, const ggml_tensor * prev) {
 }
 
 // CPY(prev, dst) into a contiguous F16 dst of prev's shape (an even element count: the
-// workspace copy moves whole 32-bit words)
-bool is_f16_copy(ggml_backend_dev_t dev, const ggml_tensor * t, const ggml_tensor * prev) {
+// workspace copy moves whole 32-bit words); x: the chain's input (the kernel's boxes follow it)
+bool is_f16_copy(ggml_backend_dev_t dev, const ggml_tensor * t, const ggml_tensor * prev, const ggml_tensor * x) {
     if (t->op != GGML_OP_CPY || t->src[0] != prev || t->type != GGML_TYPE_F16 || !ggml_is_contiguous(t)) return false;
     const ggml_tensor * dst = t->src[1];
     if (!dst || dst->type != GGML_TYPE_F16 || !ggml_is_contiguous(dst) || !ggml_are_same_shape(dst, prev) ||
@@ -163,7 +235,9 @@ bool is_f16_copy(ggml_backend_dev_t dev, const ggml_tensor * t, const ggml_tenso
         return false;
     if (!dev) return true;
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
-    return info && info->storage_buffer_16bit && sd_vk::fits_binding(dev, ggml_nbytes(t));
+    // the F16 output goes in boxes of rows (plan_box with 2-byte elements: odd d only whole)
+    rope_box box;
+    return info && info->storage_buffer_16bit && plan_box(dev, x, 2, box);
 }
 
 // the fused chain's length at nodes n (3, 4 or 5; 0: none) and its tail
@@ -175,7 +249,7 @@ int chain_length(ggml_backend_dev_t dev, const ggml_tensor * const * n, int avai
         tail.scale = n[3];
         len        = 4;
     }
-    if (avail > len && is_f16_copy(dev, n[len], n[len - 1])) {
+    if (avail > len && is_f16_copy(dev, n[len], n[len - 1], n[0]->src[0])) {
         tail.out = n[len];
         ++len;
     }

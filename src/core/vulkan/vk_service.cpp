@@ -35,9 +35,28 @@ const ggml_ext_vulkan_device_info * device_info(ggml_backend_dev_t dev) {
     return (cache[dev] = std::move(info)).get();
 }
 
-bool fits_binding(ggml_backend_dev_t dev, uint64_t bytes) {
+uint64_t max_binding_bytes(ggml_backend_dev_t dev) {
     const ggml_ext_vulkan_device_info * info = device_info(dev);
-    return info && bytes + info->min_storage_buffer_offset_alignment <= info->max_storage_buffer_range;
+    // a window starts up to alignment - 1 bytes before its first byte (the shader offset)
+    uint64_t max = info && info->max_storage_buffer_range > info->min_storage_buffer_offset_alignment
+                       ? info->max_storage_buffer_range - info->min_storage_buffer_offset_alignment
+                       : 0;
+    const char * env = getenv("SD_VK_MAX_BINDING_BYTES");
+    if (env && env[0]) {
+        const uint64_t v = strtoull(env, nullptr, 10);
+        if (v > 0 && v < max) max = v;
+    }
+    return max;
+}
+
+bool fits_binding(ggml_backend_dev_t dev, uint64_t bytes) { return bytes <= max_binding_bytes(dev); }
+
+int64_t window_rows(ggml_backend_dev_t dev, uint64_t row_bytes, int64_t multiple) {
+    if (row_bytes == 0 || multiple <= 0) return 0;
+    const uint64_t rows = max_binding_bytes(dev) / row_bytes;
+    const uint64_t m    = (uint64_t) multiple;
+    const uint64_t cap  = (uint64_t) INT64_MAX / 2;
+    return (int64_t) ((rows < cap ? rows : cap) / m * m);
 }
 
 namespace {
@@ -79,6 +98,13 @@ ggml_status bind_base(ggml_backend_t backend, const void * base, uint64_t offset
     out.b.size   = size;
     out.b.access = access;
     return finish_bind(backend, out, "the workspace");
+}
+
+ggml_status bind_region(ggml_backend_t backend, const region & at, uint64_t offset, uint64_t size, uint32_t access,
+                        bound & out) {
+    if (size == 0) return GGML_STATUS_FAILED;
+    if (at.tensor) return bind_tensor(backend, at.tensor, at.offset + offset, size, access, out);
+    return bind_base(backend, at.base, at.offset + offset, size, access, out);
 }
 
 bool overlap(const bound & a, const bound & b) {

@@ -18,9 +18,19 @@ const ggml_ext_vulkan_v1 * service(ggml_backend_dev_t dev);
 // Capabilities of dev, queried once per device (NULL when unavailable).
 const ggml_ext_vulkan_device_info * device_info(ggml_backend_dev_t dev);
 
-// Whether a binding window of `bytes` fits the device's storage-buffer range (with room for the
-// descriptor's alignment slack).
+// The most bytes one binding may cover on dev: the device's storage-buffer range less the
+// descriptor's alignment slack (0 when unknown). The environment's SD_VK_MAX_BINDING_BYTES lowers
+// it (read at every call: the tests force many row windows at small sizes with it).
+uint64_t max_binding_bytes(ggml_backend_dev_t dev);
+
+// Whether a binding of `bytes` fits (max_binding_bytes). Tensors that are not row-wise (weights,
+// per-channel vectors, tables) must; row-wise ones are bound in windows of rows (window_rows).
 bool fits_binding(ggml_backend_dev_t dev, uint64_t bytes);
+
+// The most rows of `row_bytes` each that one binding window holds on dev, rounded down to a
+// multiple of `multiple` (0: not even `multiple` rows fit). Kernels over row-wise tensors larger
+// than a window dispatch once per window of rows.
+int64_t window_rows(ggml_backend_dev_t dev, uint64_t row_bytes, int64_t multiple);
 
 // A resolved binding: what dispatch takes, and where the shader finds its first byte.
 struct bound {
@@ -36,6 +46,19 @@ ggml_status bind_tensor(ggml_backend_t backend, const ggml_tensor * t, uint64_t 
                         bound & out);
 ggml_status bind_base(ggml_backend_t backend, const void * base, uint64_t offset, uint64_t size, uint32_t access,
                       bound & out);
+
+// A place in device memory that a kernel binds windows of: a tensor's bytes from `offset`, or
+// the workspace's (base = the execute callback's workspace pointer).
+struct region {
+    const ggml_tensor * tensor = nullptr;
+    const void *        base   = nullptr;
+    uint64_t            offset = 0;
+};
+inline region region_of(const ggml_tensor * t) { return region{t, nullptr, 0}; }
+inline region region_at(const void * base, uint64_t offset) { return region{nullptr, base, offset}; }
+// Binds bytes [offset, offset + size) of region `at` (size > 0).
+ggml_status bind_region(ggml_backend_t backend, const region & at, uint64_t offset, uint64_t size, uint32_t access,
+                        bound & out);
 
 bool overlap(const bound & a, const bound & b);
 bool same_range(const bound & a, const bound & b);

@@ -22,7 +22,9 @@
 // budget.
 //
 // The including shader declares G, includes convrot.glsl, and declares the scratch buffer
-// `coherent buffer T { float t[]; }` and the output `writeonly buffer O { uint o[]; }`.
+// `coherent buffer T { float t[]; }`, the output `writeonly buffer O { uint o[]; }` and the row
+// scales `writeonly buffer S { uint sc[]; }` (a binding of its own: the host binds a window of
+// rows of each, see int8.cpp).
 
 vec4 scratch_load(uint b) { return vec4(t[b], t[b + 1u], t[b + 2u], t[b + 3u]); }
 
@@ -73,7 +75,7 @@ uint cross_block_stages(uint tr, uint K, uint lane, uint sgs) {
     return amax;
 }
 
-// Phase 3: the row's packed words (at word ob) and its scale (word so) from the rotated scratch
+// Phase 3: the row's packed words (at word ob of O) and its scale (word so of S) from the rotated scratch
 // row and the row's amax bits (the subgroup's; >= Inf bits: a non-finite value).
 void quantize_scratch_row(uint tr, uint ob, uint so, uint K, uint lane, uint sgs, uint amax) {
     const uint wpr = K / 4u;
@@ -81,10 +83,10 @@ void quantize_scratch_row(uint tr, uint ob, uint so, uint K, uint lane, uint sgs
     const uint s_bits = amax >= 0x7f800000u || amax == 0u ? 0u : scale_bits(amax);
     if (s_bits == 0u) { // all zeros; scale NaN (non-finite row) or 0
         for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
-        if (lane == 0u) o[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
+        if (lane == 0u) sc[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
         return;
     }
     const float inv = uintBitsToFloat(inv_bits(s_bits));
     for (uint w = lane; w < wpr; w += sgs) o[ob + w] = pack_word(scratch_load(tr + 4u * w), inv);
-    if (lane == 0u) o[so] = s_bits;
+    if (lane == 0u) sc[so] = s_bits;
 }

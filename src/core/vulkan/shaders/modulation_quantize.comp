@@ -18,7 +18,10 @@
 // per dispatch, as in quantize_i8_convrot.comp.
 //
 // Bindings: 0 x (F32 contiguous rows of K), 1 w1, 2 mod_scale, 3 shift (F32 [K] each), 4 out (the
-// packed tensor as 32-bit words), 5 the scratch rows (G > 256 only; any range otherwise).
+// packed rows as 32-bit words), 5 the scratch rows (G > 256 only; any range otherwise), 6 the
+// packed tensor's F32 row scales (as words). The host binds only one dispatch's rows [row0,
+// row_end) of x, out, the scales and the scratch (binding windows are limited): row r sits at
+// local row r - row0 of each.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -33,10 +36,11 @@ layout(std430, binding = 2) readonly buffer MS { float ms[]; };
 layout(std430, binding = 3) readonly buffer SH { float sh[]; };
 layout(std430, binding = 4) writeonly buffer O { uint o[]; };
 layout(std430, binding = 5) coherent buffer T { float t[]; };
+layout(std430, binding = 6) writeonly buffer S { uint sc[]; };
 
 layout(push_constant) uniform PC {
-    uint x_off, w_off, ms_off, sh_off, o_off; // shader offsets, in words
-    uint K, rows, prows, scale_off;
+    uint x_off, w_off, ms_off, sh_off, o_off; // shader offsets, in words (x, o: local row 0)
+    uint K, rows, prows, s_off;               // s_off: local row 0's scale in binding 6, in words
     float gscale; // 1 / sqrt(G)
     float eps;
     uint row0, row_end; // this dispatch's rows of pad4(rows)
@@ -75,12 +79,13 @@ void main() {
     const uint first = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
     const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
     for (uint row = pc.row0 + first; row < pc.row_end; row += stride) {
-        const uint ob = pc.o_off + row * wpr;
+        const uint lr = row - pc.row0; // the row in this dispatch's windows
+        const uint ob = pc.o_off + lr * wpr;
         if (row >= pc.rows) { // zero padding row
             for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
             continue;
         }
-        const uint xr = pc.x_off + row * K;
+        const uint xr = pc.x_off + lr * K;
         // the native RMS_NORM's reduction (deliberately not precise: compiled like the native one)
         float sum = 0.0;
         for (uint j = lane; j < K; j += sgs) {
@@ -88,10 +93,10 @@ void main() {
             sum += e * e;
         }
         norm_scale = 1.0 / sqrt(subgroupAdd(sum) / float(K) + pc.eps);
-        const uint so = pc.o_off + pc.scale_off + row;
+        const uint so = pc.s_off + lr;
 
         if (G > 256) { // a scratch row: 256-value blocks, the cross-block stages, the packing
-            const uint tr = pc.t_off + (row - pc.row0) * K;
+            const uint tr = pc.t_off + lr * K;
             for (uint c = lane * uint(C); c < K; c += sgs * uint(C)) {
                 load_step(xr, c);
                 store_block(tr + c);
@@ -111,7 +116,7 @@ void main() {
         const uint s_bits = amax >= 0x7f800000u || amax == 0u ? 0u : scale_bits(amax);
         if (s_bits == 0u) { // all zeros; scale NaN (non-finite row) or 0
             for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
-            if (lane == 0u) o[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
+            if (lane == 0u) sc[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
             continue;
         }
         const float inv = uintBitsToFloat(inv_bits(s_bits));
@@ -121,6 +126,6 @@ void main() {
             [[dont_unroll]] for (int i = 0; i < V; ++i)
                 if (c / 4u + uint(i) < wpr) o[wb + uint(i)] = step_word(i, inv);
         }
-        if (lane == 0u) o[so] = s_bits;
+        if (lane == 0u) sc[so] = s_bits;
     }
 }

@@ -24,11 +24,14 @@
 // is correct; the host launches one subgroup per row at the device's subgroup size. Subgroups
 // past the last row write the zero padding rows up to pad4(rows).
 //
-// The host may split the rows over several dispatches (rows [row0, row_end) in one; the scratch
-// holds the rows of one dispatch, row r at (r - row0) * K).
+// The host may split the rows over several dispatches (rows [row0, row_end) in one) and binds
+// only that dispatch's rows of each row-wise tensor (a storage-buffer binding spans at most
+// maxStorageBufferRange, 128 MiB on lavapipe): row r sits at local row r - row0 of the x, out,
+// scale and scratch windows.
 //
-// Bindings: 0 x (F32 rows of K), 1 out (the packed tensor as 32-bit words), 2 the scratch rows
-// (G > 256 only; any range otherwise). K % max(G, 4) == 0.
+// Bindings: 0 x (F32 rows of K), 1 out (the packed rows as 32-bit words), 2 the scratch rows
+// (G > 256 only; any range otherwise), 3 the packed tensor's F32 row scales (as words).
+// K % max(G, 4) == 0.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -42,14 +45,15 @@ layout(constant_id = 1) const int G = 256; // a power of 4
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) writeonly buffer O { uint o[]; };
 layout(std430, binding = 2) coherent buffer T { float t[]; };
+layout(std430, binding = 3) writeonly buffer S { uint sc[]; };
 
 layout(push_constant) uniform PC {
-    uint x_off;     // in floats (the binding's shader_offset / 4)
-    uint o_off;     // in words
+    uint x_off;     // in floats (the binding's shader_offset / 4): local row 0 of x
+    uint o_off;     // in words: local row 0 of the packed rows
     uint K;
     uint rows;
     uint prows;     // pad4(rows)
-    uint scale_off; // word offset of the row scales inside the packed tensor (K * prows / 4)
+    uint s_off;     // in words: local row 0's scale in binding 3
     float gscale;   // 1 / sqrt(G), computed on the host like the CPU kernel
     uint row0;      // this dispatch's rows: [row0, row_end) of pad4(rows)
     uint row_end;
@@ -75,16 +79,17 @@ void main() {
     const uint first = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
     const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
     for (uint r = pc.row0 + first; r < pc.row_end; r += stride) {
-        const uint ob = pc.o_off + r * wpr;
+        const uint lr = r - pc.row0; // the row in this dispatch's windows
+        const uint ob = pc.o_off + lr * wpr;
         if (r >= pc.rows) { // zero padding row
             for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
             continue;
         }
-        const uint xb = pc.x_off + r * K;
-        const uint so = pc.o_off + pc.scale_off + r;
+        const uint xb = pc.x_off + lr * K;
+        const uint so = pc.s_off + lr;
 
         if (G > 256) { // a scratch row: 256-value blocks, the cross-block stages, the packing
-            const uint tr = pc.t_off + (r - pc.row0) * K;
+            const uint tr = pc.t_off + lr * K;
             for (uint c = lane * uint(C); c < K; c += sgs * uint(C)) {
                 load_step(xb, c);
                 store_block(tr + c);
@@ -105,7 +110,7 @@ void main() {
         const uint s_bits = amax >= 0x7f800000u || amax == 0u ? 0u : scale_bits(amax);
         if (s_bits == 0u) { // all zeros; scale NaN (non-finite row) or 0
             for (uint w = lane; w < wpr; w += sgs) o[ob + w] = 0u;
-            if (lane == 0u) o[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
+            if (lane == 0u) sc[so] = amax >= 0x7f800000u ? 0x7fc00000u : 0u;
             continue;
         }
         const float inv = uintBitsToFloat(inv_bits(s_bits));
@@ -117,6 +122,6 @@ void main() {
             [[dont_unroll]] for (int i = 0; i < V; ++i)
                 if (c / 4u + uint(i) < wpr) o[wb + uint(i)] = step_word(i, inv);
         }
-        if (lane == 0u) o[so] = s_bits;
+        if (lane == 0u) sc[so] = s_bits;
     }
 }

@@ -17,6 +17,11 @@
 // Bindings: 0 x (F32, rows at float strides xs1, xs2, xs3), 1 pe (F32 [2, 2, n_freq, L]
 // contiguous), 2 w (F32 [d], FUSED only), 3 out (F32 [d, L, H * N] contiguous), 4 out as F16
 // (F16OUT; the offsets are in elements of the bound type).
+//
+// One dispatch covers a box of cH x cL x cN rows (h, l, n) of the whole H x L x N: the host splits
+// tensors larger than one binding window (maxStorageBufferRange, 128 MiB on lavapipe) into boxes
+// and binds x and out from the box's first row (x_off, o_off) and pe from its first position
+// (pe_off), so box-local indices address them; rows are independent, so boxes change no value.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -41,6 +46,7 @@ layout(push_constant) uniform PC {
     uint xs1, xs2, xs3;               // x strides in floats
     float eps;
     float scale;                      // SCALE
+    uint cH, cL, cN;                  // this dispatch's box of rows
 } pc;
 
 // F32 -> F16 bits, round to nearest even; NaN -> sign | 0x7E00, overflow -> Inf, subnormals
@@ -82,14 +88,14 @@ float y_of(uint xr, uint i) {
 
 void main() {
     const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize;
-    const uint HN = pc.H * pc.N, rows = pc.L * HN;
+    const uint rows = pc.cL * pc.cH * pc.cN;
     const uint d = pc.d, nf = pc.n_freq;
     for (uint row = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID; row < rows;
          row += gl_NumWorkGroups.x * gl_NumSubgroups) {
-        // output row (h + H * n) * L + l
-        const uint l = row % pc.L, hn = row / pc.L, h = hn % pc.H, n = hn / pc.H;
+        // box-local (h, l, n); output row (h + H * n) * L + l from the box's first row
+        const uint l = row % pc.cL, hn = row / pc.cL, h = hn % pc.cH, n = hn / pc.cH;
         const uint xr = pc.x_off + h * pc.xs1 + l * pc.xs2 + n * pc.xs3;
-        const uint orow = pc.o_off + row * d;
+        const uint orow = pc.o_off + ((h + pc.H * n) * pc.L + l) * d;
         if (FUSED) {
             float sum = 0.0;
             for (uint j = lane; j < d; j += sgs) {
