@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h> // _exit in the death test
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -765,6 +767,21 @@ TEST(CudaSdHost, ConvRotFusionRulesRejectLongRowsAndOtherShapes) {
         ggml_build_forward_expand(h.gf, ggml_mul(h.ctx, ggml_silu(h.ctx, h.in("g", {3072, 4})), h.in("up", {3072, 4})));
         EXPECT_EQ(sd_cuda::convrot_fusion_chain_length(h.gf, 0), 0);
     }
+}
+
+// GGML_CUDA_DISABLE_FUSION turns every rule off. The switch is read once per process, so the
+// check runs in a fresh process (a "threadsafe" death test re-executes this binary).
+TEST(CudaSdHost, ConvRotFusionHonorsCudaDisableFusion) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            setenv("GGML_CUDA_DISABLE_FUSION", "1", 1);
+            host_graph    h;
+            ggml_tensor * a = ggml_scale(h.ctx, h.in("x", {3072, 4}), 0.5f);
+            ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, a, 256));
+            _exit(sd_cuda::convrot_fusion_chain_length(h.gf, 0) == 0 ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 // The graph-delay passes: SILU built before the up projection moves next to its MUL; a
