@@ -609,11 +609,13 @@ TEST_F(CudaSd, ConvRotFusionsEqualUnfusedOnDeviceAndMatchCpu) {
     for (const act_chain c : kAllChains) {
         for (const int64_t K : {3072, 16384}) {
             for (const int group : {256, 1024}) {
-                SCOPED_TRACE(std::string(chain_name(c)) + " K " + std::to_string(K) + " group " + std::to_string(group));
+                SCOPED_TRACE(std::string(chain_name(c)) + " K " + std::to_string(K) + " group " +
+                             std::to_string(group));
                 const builder b = [&](graph_case & g) {
-                    ggml_tensor * a = build_act_chain(g.ctx, c, K, rows, [&](const char * name, std::vector<int64_t> ne) {
+                    const auto in = [&](const char * name, std::vector<int64_t> ne) {
                         return g.input(name, GGML_TYPE_F32, ne, fill::normal);
-                    });
+                    };
+                    ggml_tensor * a = build_act_chain(g.ctx, c, K, rows, in);
                     return ggml_quantize_i8_convrot(g.ctx, a, group);
                 };
                 const run_result fused = run(true, b);
@@ -729,7 +731,8 @@ TEST(CudaSdHost, ConvRotFusionRulesMatchEveryChain) {
     for (const act_chain c : kAllChains) {
         SCOPED_TRACE(chain_name(c));
         host_graph    h;
-        ggml_tensor * a = build_act_chain(h.ctx, c, 3072, 5, [&](const char * n, std::vector<int64_t> ne) { return h.in(n, ne); });
+        ggml_tensor * a =
+            build_act_chain(h.ctx, c, 3072, 5, [&](const char * n, std::vector<int64_t> ne) { return h.in(n, ne); });
         ggml_build_forward_expand(h.gf, ggml_quantize_i8_convrot(h.ctx, a, 256));
         const int n = ggml_graph_n_nodes(h.gf);
         ASSERT_EQ(n, expected_length(c));

@@ -49,6 +49,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <vector>
 
 namespace SD_CUDA_NAMESPACE {
@@ -364,7 +365,8 @@ bool match_unary_mul(ggml_backend_dev_t dev, const ggml_tensor * u, const ggml_t
     if (op != GGML_UNARY_OP_SILU && op != GGML_UNARY_OP_SIGMOID) return false;
     const ggml_tensor * other = sd_chain::other_src(mul, u);
     const ggml_tensor * x     = u->src[0];
-    if (!other || !f32_rows(x) || !f32_rows(other) || u->type != GGML_TYPE_F32 || mul->type != GGML_TYPE_F32) return false;
+    if (!other || !f32_rows(x) || !f32_rows(other) || u->type != GGML_TYPE_F32 || mul->type != GGML_TYPE_F32)
+        return false;
     if (!ggml_are_same_shape(x, u) || !ggml_are_same_shape(u, mul) || !ggml_are_same_shape(other, mul)) return false;
     if (!ggml_is_contiguous(mul) || !is_quantize_of(dev, q, mul)) return false;
     c = chain{KIND_UNARY_MUL, 3, x, other, nullptr, nullptr, nullptr, u, q};
@@ -479,11 +481,19 @@ void rule_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void * user_data) {
 // ---------------------------------------------------------------------------------------------
 // Execution
 
-ggml_status rule_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
-    *state = nullptr;
+// The prepared plan's state: the chain matched once at prepare (kind and operand nodes, checked
+// against the device), so each execution only reads the current addresses.
+ggml_status rule_prepare(ggml_backend_dev_t dev, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {
+    chain c;
+    if (!match_any(dev, nodes->nodes, nodes->n_nodes, c) || c.len != nodes->n_nodes) return GGML_STATUS_FAILED;
+    chain * st = new (std::nothrow) chain(c);
+    if (st == nullptr) return GGML_STATUS_ALLOC_FAILED;
+    *state = st;
     *ws    = ggml_nbytes(nodes->nodes[nodes->n_nodes - 1]); // staging when the output overlaps an input
     return GGML_STATUS_SUCCESS;
 }
+
+void rule_destroy(void * state, void *) { delete static_cast<chain *>(state); }
 
 // The byte span a strided tensor's elements cover.
 bool span_overlaps(const ggml_tensor * out, const ggml_tensor * t) {
@@ -495,13 +505,18 @@ bool span_overlaps(const ggml_tensor * out, const ggml_tensor * t) {
     return o0 < t1 && t0 < o0 + ggml_nbytes(out);
 }
 
-ggml_status rule_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,
-                         void *) {
-    // re-checked against the backend's device: the group-16384 quantizer needs its shared-memory
-    // opt-in, which only the device's facts confirm
+ggml_status rule_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void * state, void * ws,
+                         size_t ws_bytes, void *) {
+    // the prepared chain when it still names these nodes; otherwise matched again, against the
+    // backend's device (the group-16384 quantizer needs its shared-memory opt-in)
     chain c;
-    if (!match_any(ggml_backend_get_device(backend), nodes->nodes, nodes->n_nodes, c) || c.len != nodes->n_nodes)
+    const chain * st = static_cast<const chain *>(state);
+    if (st && st->len == nodes->n_nodes && st->first == nodes->nodes[0] && st->q == nodes->nodes[nodes->n_nodes - 1]) {
+        c = *st;
+    } else if (!match_any(ggml_backend_get_device(backend), nodes->nodes, nodes->n_nodes, c) ||
+               c.len != nodes->n_nodes) {
         return GGML_STATUS_FAILED;
+    }
     exec_ctx ctx;
     if (!get_exec(backend, ctx)) return GGML_STATUS_FAILED;
     ggml_tensor *       out = nodes->nodes[nodes->n_nodes - 1];
@@ -553,7 +568,8 @@ ggml_status rule_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, v
         fused_quantize_kernel<<<(unsigned) rows, kThreads, smem, ctx.stream>>>(args);
         if (!launched("convrot fusion")) return GGML_STATUS_FAILED;
     }
-    if (prows > rows && !cuda_ok(cudaMemsetAsync(dst + K * rows, 0, (size_t) ((prows - rows) * K), ctx.stream), "pad rows"))
+    if (prows > rows &&
+        !cuda_ok(cudaMemsetAsync(dst + K * rows, 0, (size_t) ((prows - rows) * K), ctx.stream), "pad rows"))
         return GGML_STATUS_FAILED;
     // the bytes after the scales are never read; zeroed like the standalone quantizer's
     const size_t used = (size_t) (K * prows) + sizeof(float) * (size_t) rows;
@@ -583,16 +599,14 @@ void convrot_fusion_optimize(ggml_cgraph * graph) {
 
 bool register_convrot_fusion(ggml_backend_dev_t dev) {
     using namespace sd_kernels;
-    auto fam = [](rule_family f) { return (void *) (intptr_t) f; };
+    auto rule = [](const char * name, optimize_fn optimize, rule_family f) {
+        return fusion_rule(name, rule_match, optimize, rule_prepare, rule_execute, rule_destroy, (void *) (intptr_t) f);
+    };
     const ggml_ext_kernel_desc descs[] = {
-        fusion_rule(SD_CUDA_KERNEL_SCALE_QUANTIZE, rule_match, nullptr, rule_prepare, rule_execute, nullptr,
-                    fam(RULE_SCALE)),
-        fusion_rule(SD_CUDA_KERNEL_NORM_QUANTIZE, rule_match, rule_optimize, rule_prepare, rule_execute, nullptr,
-                    fam(RULE_NORM)),
-        fusion_rule(SD_CUDA_KERNEL_SWIGLU_QUANTIZE, rule_match, nullptr, rule_prepare, rule_execute, nullptr,
-                    fam(RULE_SWIGLU)),
-        fusion_rule(SD_CUDA_KERNEL_GATE_MUL_QUANTIZE, rule_match, rule_optimize, rule_prepare, rule_execute, nullptr,
-                    fam(RULE_GATE_MUL)),
+        rule(SD_CUDA_KERNEL_SCALE_QUANTIZE, nullptr, RULE_SCALE),
+        rule(SD_CUDA_KERNEL_NORM_QUANTIZE, rule_optimize, RULE_NORM),
+        rule(SD_CUDA_KERNEL_SWIGLU_QUANTIZE, nullptr, RULE_SWIGLU),
+        rule(SD_CUDA_KERNEL_GATE_MUL_QUANTIZE, rule_optimize, RULE_GATE_MUL),
     };
     return register_all(dev, descs, 4, "sd cuda convrot fusion");
 }
