@@ -19,8 +19,8 @@
 // Groups up to 4096 use at most 16 KiB of shared memory; 16384 needs 64 KiB (opt-in, checked
 // against the device). Larger groups decline, and the scheduler runs the node on the CPU.
 //
-// The standalone activation fusions of the spec (Scale / Norm / modulation / SwiGLU / SiLU /
-// Sigmoid -> ConvRot) are not implemented here yet; those chains run as separate nodes.
+// The activation chains that feed this quantizer (Scale / Norm -> Mul / modulation / SwiGLU /
+// SiLU|Sigmoid -> Mul -> ConvRot) are fused in convrot_fusion.cu, with the same rotation code.
 
 #include "cuda_kernels.h"
 
