@@ -20,8 +20,9 @@
 // against the device). Larger groups decline, and the scheduler runs the node on the CPU.
 //
 // The activation chains that feed this quantizer (Scale / Norm -> Mul / modulation / SwiGLU /
-// SiLU|Sigmoid -> Mul -> ConvRot) are fused in convrot_fusion.cu, with the same rotation code.
+// SiLU|Sigmoid -> Mul -> ConvRot) are fused in convrot_fusion.cu; both use the row arithmetic of convrot_row.cuh.
 
+#include "convrot_row.cuh"
 #include "cuda_kernels.h"
 
 #include "../ggml_extensions.h"
@@ -36,6 +37,9 @@ namespace SD_CUDA_NAMESPACE {
 
 namespace {
 
+using convrot_row::quant_value;
+using convrot_row::rotate_chunk;
+
 constexpr int     kQuantThreads  = 256;
 constexpr int     kMinChunk      = 1024;
 constexpr int     kMaxGroup      = 16384;
@@ -43,35 +47,11 @@ constexpr int64_t kDefaultSmem   = 48 * 1024;
 
 int chunk_floats(int group) { return group > kMinChunk ? group : kMinChunk; }
 
-// Rotates s[0, len) in place (len a multiple of G, G > 1), every thread of the block taking part.
-__device__ void rotate_chunk(float * s, int len, int G, float c) {
-    for (int i = threadIdx.x; i < len; i += blockDim.x) s[i] = __fmul_rn(s[i], c);
-    __syncthreads();
-    for (int st = 1; st < G; st *= 4) {
-        for (int q = threadIdx.x; q < len / 4; q += blockDim.x) {
-            const int   base = (q / st) * 4 * st + q % st;
-            const float a = s[base], b = s[base + st], cc = s[base + 2 * st], d = s[base + 3 * st];
-            s[base]          = __fsub_rn(__fadd_rn(__fadd_rn(a, b), cc), d);
-            s[base + st]     = __fadd_rn(__fsub_rn(__fadd_rn(a, b), cc), d);
-            s[base + 2 * st] = __fadd_rn(__fadd_rn(__fsub_rn(a, b), cc), d);
-            s[base + 3 * st] = __fadd_rn(__fadd_rn(__fadd_rn(-a, b), cc), d);
-        }
-        __syncthreads();
-    }
-}
-
 // Loads x[c0, c0 + len) into s and rotates it.
 __device__ void load_rotated(float * s, const float * x, int len, int G, float c) {
     for (int i = threadIdx.x; i < len; i += blockDim.x) s[i] = x[i];
     __syncthreads();
     if (G > 1) rotate_chunk(s, len, G, c);
-}
-
-// q = clamp(round_half_even(f), -127, 127); NaN (0 * Inf) -> 0
-__device__ inline int8_t quant_value(float f) {
-    if (!(f == f)) return 0;
-    f = fminf(fmaxf(f, -127.0f), 127.0f);
-    return (int8_t) __float2int_rn(f);
 }
 
 __global__ void __launch_bounds__(kQuantThreads)

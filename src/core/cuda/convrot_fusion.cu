@@ -22,7 +22,8 @@
 // multiply-add contraction (ggml-cuda's default --fmad=true), so it is one __fmaf_rn here. The
 // activations are the native kernels' formulas (ops-elementwise.cu sigmoid_f / silu_f: IEEE
 // division, the CUDA expf, x * s with the -0 limit). The row then goes through the quantizer of
-// convrot.cu operation for operation: the 1/sqrt(G) pre-scale, the butterfly stages with left to
+// convrot.cu operation for operation (the shared row arithmetic of convrot_row.cuh, the same
+// passes and reductions): the 1/sqrt(G) pre-scale, the butterfly stages with left to
 // right quartet sums, the exact amax, IEEE scale and inverse, round-half-even with NaN -> 0, the
 // NaN row for non-finite values, the zero padding rows and the zeroed scale tail. Against the CPU
 // chain the results differ only where the CPU's activation or norm rounding differs (a few ulps
@@ -36,6 +37,7 @@
 // input is computed in the prepared workspace and copied on the stream. GGML_CUDA_DISABLE_FUSION
 // and the sd fusion switch turn every rule off (fusion_enabled()).
 
+#include "convrot_row.cuh"
 #include "cuda_kernels.h"
 #include "graph_gather.h"
 
@@ -55,6 +57,9 @@
 namespace SD_CUDA_NAMESPACE {
 
 namespace {
+
+using convrot_row::quant_value;
+using convrot_row::rotate_chunk;
 
 constexpr int     kThreads     = 256; // the native norm's row block and the quantizer's
 constexpr int     kMinChunk    = 1024;
@@ -141,28 +146,7 @@ __device__ inline float chain_value(const fused_args & a, const float * xr, cons
     }
 }
 
-// The quantizer's rotation of s[0, len) (convrot.cu rotate_chunk).
-__device__ void rotate_chunk(float * s, int len, int G, float c) {
-    for (int i = threadIdx.x; i < len; i += blockDim.x) s[i] = __fmul_rn(s[i], c);
-    __syncthreads();
-    for (int st = 1; st < G; st *= 4) {
-        for (int q = threadIdx.x; q < len / 4; q += blockDim.x) {
-            const int   base = (q / st) * 4 * st + q % st;
-            const float a = s[base], b = s[base + st], cc = s[base + 2 * st], d = s[base + 3 * st];
-            s[base]          = __fsub_rn(__fadd_rn(__fadd_rn(a, b), cc), d);
-            s[base + st]     = __fadd_rn(__fsub_rn(__fadd_rn(a, b), cc), d);
-            s[base + 2 * st] = __fadd_rn(__fadd_rn(__fsub_rn(a, b), cc), d);
-            s[base + 3 * st] = __fadd_rn(__fadd_rn(__fadd_rn(-a, b), cc), d);
-        }
-        __syncthreads();
-    }
-}
 
-__device__ inline int8_t quant_value(float f) {
-    if (!(f == f)) return 0;
-    f = fminf(fmaxf(f, -127.0f), 127.0f);
-    return (int8_t) __float2int_rn(f);
-}
 
 __global__ void __launch_bounds__(kThreads) fused_quantize_kernel(const fused_args a) {
     extern __shared__ float s[];

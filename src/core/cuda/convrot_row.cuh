@@ -1,0 +1,41 @@
+#pragma once
+
+// convrot_row.cuh — the ConvRot row arithmetic every CUDA quantizer kernel shares (the standalone
+// sd.quantize_i8_convrot.v1 in convrot.cu and the activation fusions in convrot_fusion.cu), so
+// the fused and unfused quantizations cannot drift apart: the in-place rotation of a chunk in
+// shared memory and the rounding of one rotated value. Exactness is described in convrot.cu.
+// Device code only; include from .cu files.
+
+#include "runtime.h"
+
+namespace SD_CUDA_NAMESPACE {
+namespace convrot_row {
+
+// Rotates s[0, len) in place (len a multiple of G, G > 1), every thread of the block taking part:
+// the 1/sqrt(G) pre-scale c, then the butterfly stages s = 1, 4, 16, ... with every quartet sum
+// evaluated left to right in float (never contracted or reassociated).
+__device__ inline void rotate_chunk(float * s, int len, int G, float c) {
+    for (int i = threadIdx.x; i < len; i += blockDim.x) s[i] = __fmul_rn(s[i], c);
+    __syncthreads();
+    for (int st = 1; st < G; st *= 4) {
+        for (int q = threadIdx.x; q < len / 4; q += blockDim.x) {
+            const int   base = (q / st) * 4 * st + q % st;
+            const float a = s[base], b = s[base + st], cc = s[base + 2 * st], d = s[base + 3 * st];
+            s[base]          = __fsub_rn(__fadd_rn(__fadd_rn(a, b), cc), d);
+            s[base + st]     = __fadd_rn(__fsub_rn(__fadd_rn(a, b), cc), d);
+            s[base + 2 * st] = __fadd_rn(__fadd_rn(__fsub_rn(a, b), cc), d);
+            s[base + 3 * st] = __fadd_rn(__fadd_rn(__fadd_rn(-a, b), cc), d);
+        }
+        __syncthreads();
+    }
+}
+
+// q = clamp(round_half_even(f), -127, 127); NaN (0 * Inf) -> 0
+__device__ inline int8_t quant_value(float f) {
+    if (!(f == f)) return 0;
+    f = fminf(fmaxf(f, -127.0f), 127.0f);
+    return (int8_t) __float2int_rn(f);
+}
+
+} // namespace convrot_row
+} // namespace SD_CUDA_NAMESPACE
