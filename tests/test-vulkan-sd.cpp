@@ -1544,6 +1544,232 @@ TEST_F(VulkanSd, SwigluQuantLargeGroups) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Tensors larger than one binding window (issue 25): the row-wise tensors of the sd kernels are
+// bound a window of rows per dispatch (vk_service.h: max_binding_bytes, lowered here with
+// SD_VK_MAX_BINDING_BYTES to split small shapes into many windows), so the node still runs on
+// Vulkan, with the result of one dispatch bit for bit; weights (bound whole) that do not fit one
+// window are declined and run on the CPU.
+
+// Extension dispatches the Vulkan backend recorded during `fn`.
+uint64_t ext_dispatches_during(const std::function<void()> & fn) {
+    ggml_backend_t             vk  = backends::get().vk;
+    const ggml_ext_vulkan_v1 * svc = sd_vk::service(ggml_backend_get_device(vk));
+    ggml_ext_vulkan_stats      a{}, b{};
+    a.size = b.size = sizeof(a);
+    EXPECT_TRUE(svc && svc->get_stats(vk, &a));
+    fn();
+    EXPECT_TRUE(svc && svc->get_stats(vk, &b));
+    return b.ext_dispatches - a.ext_dispatches;
+}
+
+// Runs b on Vulkan with one binding window of `window` bytes and without a forced window; the
+// windowed run must take at least `extra` more extension dispatches (the windows).
+struct windowed_runs {
+    run_result whole, windowed;
+};
+windowed_runs run_windowed(const builder & b, uint64_t window, uint64_t extra) {
+    windowed_runs r;
+    const uint64_t n_whole = ext_dispatches_during([&] { r.whole = run(true, b); });
+    uint64_t       n_win   = 0;
+    {
+        const std::string w = std::to_string(window);
+        env_scope         scope("SD_VK_MAX_BINDING_BYTES", w.c_str());
+        n_win = ext_dispatches_during([&] { r.windowed = run(true, b); });
+    }
+    EXPECT_GE(n_win, n_whole + extra) << "the forced window did not split the dispatches";
+    return r;
+}
+
+TEST_F(VulkanSd, MaxBindingBytesEnvironmentLowersTheWindow) {
+    ggml_backend_dev_t dev    = ggml_backend_get_device(backends::get().vk);
+    const uint64_t     device = sd_vk::max_binding_bytes(dev);
+    ASSERT_GT(device, 0u);
+    {
+        env_scope w("SD_VK_MAX_BINDING_BYTES", "4096");
+        EXPECT_EQ(sd_vk::max_binding_bytes(dev), 4096u);
+        EXPECT_EQ(sd_vulkan_quant_window_rows(dev, 256), 4); // 1 KiB F32 rows, in quartets
+        EXPECT_EQ(sd_vulkan_quant_window_rows(dev, 512), 0); // a quartet of 2 KiB rows: over
+        EXPECT_EQ(sd_vk::window_rows(dev, 100, 4), 40);
+    }
+    {
+        env_scope w("SD_VK_MAX_BINDING_BYTES", "0"); // 0 / unparsable: the device's window
+        EXPECT_EQ(sd_vk::max_binding_bytes(dev), device);
+    }
+    env_scope w("SD_VK_MAX_BINDING_BYTES", std::to_string(device * 2).c_str()); // never raises it
+    EXPECT_EQ(sd_vk::max_binding_bytes(dev), device);
+}
+
+// The quantizer over 13 rows (3 padding rows in the last quartet) in windows of 4 rows, and a
+// ConvRot group above 256 whose 3-row scratch splits quartets (windows 0-3, 3-6, ..., 12-15 and
+// 15-16, padding only): bytes, padding and scales equal the CPU's.
+TEST_F(VulkanSd, QuantizeConvRotInBindingWindowsBitIdenticalToCpu) {
+    struct wcase {
+        int64_t K, rows;
+        int     group;
+        bool    special;
+        int64_t scratch_rows; // 0: no scratch limit
+    };
+    for (const wcase c : {wcase{256, 13, 256, true, 0}, wcase{256, 13, 16, false, 0}, wcase{1024, 13, 1024, true, 3}}) {
+        SCOPED_TRACE("K " + std::to_string(c.K) + " rows " + std::to_string(c.rows) + " group " + std::to_string(c.group));
+        const builder b = [&](graph_case & g) {
+            ggml_tensor * x = g.input("xwin", GGML_TYPE_F32, {c.K, c.rows}, c.special ? fill::special_rows : fill::normal);
+            return ggml_quantize_i8_convrot(g.ctx, x, c.group);
+        };
+        const std::string scratch = std::to_string(c.scratch_rows ? c.scratch_rows * 4 * c.K : 64 << 20);
+        env_scope         sw("SD_VK_CONVROT_SCRATCH_BYTES", scratch.c_str());
+        const run_result  cpu = run(false, b);
+        // 4 rows a window (the 3-row scratch already splits the dispatches: no more of them)
+        const windowed_runs r = run_windowed(b, 4 * 4 * (uint64_t) c.K, c.scratch_rows ? 0 : 3);
+        ASSERT_TRUE(cpu.ok && r.whole.ok && r.windowed.ok);
+        expect_all_on_vulkan(r.windowed, {SD_VK_KERNEL_QUANTIZE_I8});
+        expect_packed_equal(cpu.out, r.windowed.out, c.K, c.rows);
+        expect_packed_equal(r.whole.out, r.windowed.out, c.K, c.rows);
+    }
+}
+
+// sd.linear_i8.v1 on F32, packed and plain I8 inputs, alone and with the gate / residual
+// epilogue, with 1 KiB windows: the weights (512 bytes) fit whole, the activations, their packed
+// copy and scales, the output and the residual go in windows of rows (3+ each). Bit-identical to
+// the CPU.
+TEST_F(VulkanSd, LinearI8InBindingWindowsBitIdenticalToCpu) {
+    const linear_param cases[] = {
+        {64, 8, 37, SD_LINEAR_I8_INPUT_F32, 64, true, true},
+        {64, 8, 37, SD_LINEAR_I8_INPUT_PACKED, 16, true, false},
+        {64, 8, 37, SD_LINEAR_I8_INPUT_I8, 0, false, true},
+        {40, 12, 61, SD_LINEAR_I8_INPUT_I8, 0, true, true}, // K % 16 != 0: the 4 x 4 tile kernel
+    };
+    for (const linear_param & p : cases) {
+        for (int epi = 0; epi < 3; ++epi) { // 0 the linear, 1 + residual, 2 + gate + residual
+            SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " rows " + std::to_string(p.rows) +
+                         " kind " + std::to_string(p.kind) + " epilogue " + std::to_string(epi));
+            const builder b = [&](graph_case & g) {
+                return epi == 0 ? build_linear(g, p) : build_epilogue(g, p, epi == 2, 0, false);
+            };
+            const run_result    cpu = run(false, b);
+            const windowed_runs r   = run_windowed(b, 1024, 2);
+            ASSERT_TRUE(cpu.ok && r.whole.ok && r.windowed.ok);
+            std::vector<std::string> want = {epi ? SD_VK_KERNEL_LINEAR_I8_GATE_RES : SD_VK_KERNEL_LINEAR_I8};
+            if (p.kind == SD_LINEAR_I8_INPUT_PACKED) want.push_back(SD_VK_KERNEL_QUANTIZE_I8);
+            expect_all_on_vulkan(r.windowed, want);
+            expect_same_bytes(cpu.out, r.windowed.out, 0, cpu.out.size(), "windowed Vulkan vs CPU");
+            expect_same_bytes(r.whole.out, r.windowed.out, 0, cpu.out.size(), "windowed vs one dispatch");
+        }
+    }
+}
+
+// A weight over the window is declined (weights are bound whole): the linear runs on the CPU,
+// with the CPU's result.
+TEST_F(VulkanSd, LinearI8WeightOverTheBindingWindowDeclines) {
+    const linear_param p = {64, 32, 9, SD_LINEAR_I8_INPUT_I8, 0, true, true}; // weight 2 KiB
+    const builder      b = [&](graph_case & g) { return build_linear(g, p); };
+    const run_result   cpu = run(false, b);
+    env_scope          w("SD_VK_MAX_BINDING_BYTES", "1024");
+    ggml_backend_dev_t dev = ggml_backend_get_device(backends::get().vk);
+    const run_result   vk  = run(true, b);
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    EXPECT_FALSE(has_step(vk, SD_VK_KERNEL_LINEAR_I8)) << "a weight over the window was not declined";
+    bool on_cpu = false;
+    for (const ggml_ext_step_info & s : vk.steps) on_cpu = on_cpu || s.backend == backends::get().cpu;
+    EXPECT_TRUE(on_cpu);
+    expect_same_bytes(cpu.out, vk.out, 0, cpu.out.size(), "declined linear");
+    EXPECT_TRUE(sd_vk::fits_binding(dev, 1024));
+    EXPECT_FALSE(sd_vk::fits_binding(dev, 2048));
+}
+
+// RMS_NORM -> MUL -> MUL -> ADD -> ADD -> ConvRot in windows of 4 rows (13 rows; and a group
+// above 256 with a 3-row scratch): the fused step runs on Vulkan and equals the one-dispatch
+// fused result bit for bit (the fusion reproduces the device's native chain, not the CPU's).
+TEST_F(VulkanSd, ModulationQuantizeInBindingWindows) {
+    struct mcase {
+        int64_t K, rows;
+        int     group;
+        int64_t scratch_rows;
+    };
+    for (const mcase c : {mcase{256, 13, 256, 0}, mcase{1024, 13, 1024, 3}}) {
+        SCOPED_TRACE("K " + std::to_string(c.K) + " rows " + std::to_string(c.rows) + " group " + std::to_string(c.group));
+        const builder       b       = [&](graph_case & g) { return build_modulation(g, c.K, c.rows, c.group, 0); };
+        const std::string   scratch = std::to_string(c.scratch_rows ? c.scratch_rows * 4 * c.K : 64 << 20);
+        env_scope           sw("SD_VK_CONVROT_SCRATCH_BYTES", scratch.c_str());
+        const windowed_runs r = run_windowed(b, 4 * 4 * (uint64_t) c.K, c.scratch_rows ? 0 : 3);
+        ASSERT_TRUE(r.whole.ok && r.windowed.ok);
+        expect_all_on_vulkan(r.whole, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+        expect_all_on_vulkan(r.windowed, {SD_VK_KERNEL_MODULATION_QUANTIZE});
+        expect_packed_equal(r.whole.out, r.windowed.out, c.K, c.rows);
+    }
+}
+
+// GEMM -> SwiGLU [-> ConvRot] with 4 KiB windows: the 4 KiB weights fit whole, the 1 KiB product
+// rows go 4 a window (13 rows: 4 GEMM and 4 quantizer windows). Equals the one-dispatch fused
+// result bit for bit.
+TEST_F(VulkanSd, SwigluInBindingWindows) {
+    const linear_param p = {16, 256, 13, SD_LINEAR_I8_INPUT_PACKED, 16, true, true};
+    for (int wq = 0; wq < 2; ++wq) {
+        SCOPED_TRACE("quant " + std::to_string(wq));
+        const builder       b = [&](graph_case & g) { return build_swiglu(g, p, 0, wq, false); };
+        const windowed_runs r = run_windowed(b, 4096, 3);
+        ASSERT_TRUE(r.whole.ok && r.windowed.ok);
+        expect_all_on_vulkan(r.windowed, {SD_VK_KERNEL_LINEAR_I8_SWIGLU});
+        if (wq) expect_packed_equal(r.whole.out, r.windowed.out, p.N, p.rows);
+        else expect_same_bytes(r.whole.out, r.windowed.out, 0, r.whole.out.size(), "windowed vs one dispatch");
+    }
+}
+
+// sd.rope_apply.v1 over boxes of rows (contiguous and permuted inputs, both modes): bit-identical
+// to the CPU; and RMS_NORM -> MUL -> RoPE [-> SCALE -> CPY F16] equal to the one-dispatch fused
+// result. The PE tables (bound whole) fit the window; x and the outputs do not.
+TEST_F(VulkanSd, RopeInBindingWindows) {
+    const rope_param cases[] = {
+        {16, 8, 5, 2, 8, SD_ROPE_INTERLEAVED, false},
+        {16, 8, 5, 2, 8, SD_ROPE_SPLIT_HALF, false},
+        {10, 6, 9, 1, 3, SD_ROPE_INTERLEAVED, true},
+        {10, 6, 9, 1, 3, SD_ROPE_SPLIT_HALF, true},
+    };
+    for (const rope_param & p : cases) {
+        SCOPED_TRACE(rope_name(p));
+        const uint64_t window = 700; // pe: at most 640 bytes; x, out: 2160 - 5120 bytes
+        const builder  b      = [&](graph_case & g) { return sd_rope_apply(g.ctx, rope_input(g, p), rope_pe(g, p), p.mode); };
+        const run_result    cpu = run(false, b);
+        const windowed_runs r   = run_windowed(b, window, 3);
+        ASSERT_TRUE(cpu.ok && r.windowed.ok);
+        expect_all_on_vulkan(r.windowed, {SD_VK_KERNEL_ROPE_APPLY});
+        expect_same_bytes(cpu.out, r.windowed.out, 0, cpu.out.size(), "windowed rope vs CPU");
+        for (int tail : {0, 3}) {
+            SCOPED_TRACE("tail " + std::to_string(tail));
+            const builder       bf = [&](graph_case & g) { return build_norm_rope(g, p, false, tail); };
+            const windowed_runs f  = run_windowed(bf, window, 3);
+            ASSERT_TRUE(f.whole.ok && f.windowed.ok);
+            expect_all_on_vulkan(f.windowed, {SD_VK_KERNEL_RMS_NORM_MUL_ROPE});
+            expect_same_bytes(f.whole.out, f.windowed.out, 0, f.whole.out.size(), "windowed fused vs one dispatch");
+        }
+    }
+}
+
+// SLOW (lavapipe: a 144 MiB tensor): the ConvRot quantizer over 2304 rows x 16384 F32, more than
+// lavapipe's 128 MiB binding range, at the device's own window (no forced window): runs on
+// Vulkan (formerly declined to the CPU) and equals the CPU bit for bit.
+TEST_F(VulkanSd, QuantizeConvRotOver128MiBSlow) {
+    const int64_t K = 16384, rows = 2304;
+    ggml_backend_dev_t dev = ggml_backend_get_device(backends::get().vk);
+    const builder      b   = [&](graph_case & g) {
+        ggml_tensor * x = g.input("xbig", GGML_TYPE_F32, {K, rows}, fill::special_rows);
+        return ggml_quantize_i8_convrot(g.ctx, x, 256);
+    };
+    const bool       one_window = sd_vk::fits_binding(dev, 4 * (uint64_t) K * rows);
+    if (one_window) {
+        GTEST_LOG_(INFO) << "this device binds " << sd_vk::max_binding_bytes(dev) << " bytes: one window";
+    }
+    const run_result cpu = run(false, b);
+    run_result       vk;
+    const uint64_t   n = ext_dispatches_during([&] { vk = run(true, b); });
+    ASSERT_TRUE(cpu.ok && vk.ok);
+    if (!one_window) {
+        EXPECT_GE(n, 2u) << "a tensor over the binding range in one dispatch";
+    }
+    expect_all_on_vulkan(vk, {SD_VK_KERNEL_QUANTIZE_I8});
+    expect_packed_equal(cpu.out, vk.out, K, rows);
+}
+
 } // namespace
 
 // Leak checking (the sanitizer pass): keep the driver and layer libraries mapped so LeakSanitizer
