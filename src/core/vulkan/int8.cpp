@@ -12,9 +12,12 @@
 // K % 4 == 0 (32-bit words), every ConvRot group (a power of 4; F32 inputs and the quantizer;
 // rows whose per-lane loop count is within sd_vk::kLoopBudget, i.e. K up to ~170k at 8 lanes for
 // groups up to 256, every K the INT8 linear admits for larger groups), packed and
-// plain I8 inputs (any group: the packed layout does not depend on it), every tensor within one
-// storage-buffer binding window. Outputs that overlap an input are computed into the workspace
-// and copied (the service's copy), so any allocator reuse is safe.
+// plain I8 inputs (any group: the packed layout does not depend on it), weights, weight scales,
+// biases and gates within one storage-buffer binding window (they are bound whole), row-wise
+// tensors of any size (bound a window of rows per dispatch: the device's maxStorageBufferRange,
+// 128 MiB on lavapipe, or SD_VK_MAX_BINDING_BYTES, bounds each binding, not the tensor). Outputs
+// that overlap an input are computed into the workspace and copied (the service's copy), so any
+// allocator reuse is safe.
 //
 // The integer path is an int32 multiply-add on bytes unpacked from 32-bit words: the build's
 // glslc (Debian 12) rejects GL_EXT_integer_dot_product, so no integer-dot-product variant exists
@@ -190,7 +193,8 @@ bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * no
     // the device's limits: 32-bit words and indices, at least one row, the lane loop budget,
     // binding windows
     const int64_t K = q.K, rows = q.rows;
-    if (K % 4 != 0 || K > UINT32_MAX / 4 || rows <= 0 || ggml_nelements(q.x) > INT32_MAX) return false;
+    // (the shader indexes within one window; row numbers are 32-bit push constants)
+    if (K % 4 != 0 || K > UINT32_MAX / 4 || rows <= 0 || rows > INT32_MAX) return false;
     if (sd_vulkan_quant_lane_iterations(dev, K, q.group, false) > sd_vk::kLoopBudget) return false;
     // any number of rows: dispatches over windows of rows; one quartet of rows must fit a window
     return word_aligned(q.x) && word_aligned(node) && sd_vulkan_quant_window_rows(dev, K) > 0;
@@ -262,7 +266,7 @@ bool linear_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
     if (!sd_int8_schema::decode_linear(node, l)) return false;
     const int64_t K = l.K, rows = l.M;
     if (K % 4 != 0 || rows <= 0) return false;
-    if (ggml_nelements(node) > INT32_MAX || rows > INT32_MAX / 4) return false;
+    if (K > UINT32_MAX / 4 || l.N > UINT32_MAX / 4 || rows > INT32_MAX / 4) return false; // 32-bit push constants
     // the weights, their scales and the bias are bound whole: each must fit one binding
     for (const ggml_tensor * t : {l.weight, l.weight_scale, l.bias})
         if (t && !bindable(dev, t)) return false;

@@ -14,8 +14,9 @@ bool sd_vulkan_register_int8(ggml_backend_dev_t dev);
 
 // Whether the Vulkan quantizer runs this sd.quantize_i8_convrot.v1 node: every node
 // sd_int8_schema::decode_quantize accepts (contiguous F32 input, a power-of-4 group dividing K,
-// the packed output shape) within the device's limits (K % 4 == 0, 32-bit indices, the lane loop
-// budget, bindable sizes). Fusion rules that end in a quantize node accept exactly these.
+// the packed output shape) within the device's limits (K % 4 == 0, 32-bit row numbers, the lane
+// loop budget, four rows within one binding window: larger tensors go in windows of rows).
+// Fusion rules that end in a quantize node accept exactly these.
 bool sd_vulkan_quantize_supported(ggml_backend_dev_t dev, const ggml_tensor * node);
 
 // Estimated loop iterations of one invocation (lane) of the row-per-subgroup ConvRot quantizer

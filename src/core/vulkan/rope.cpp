@@ -83,7 +83,11 @@ bool rope_supports(ggml_backend_dev_t dev, const ggml_tensor * node, void *) {
     if (!float_strided(x) || pe->type != GGML_TYPE_F32 || !ggml_is_contiguous(pe) || !float_strided(pe)) return false;
     if (node->type != GGML_TYPE_F32 || !ggml_is_contiguous(node)) return false;
     const int64_t d = x->ne[0], nf = pe->ne[2];
-    if (2 * nf > d || ggml_nelements(node) > INT32_MAX || ggml_nbytes(x) / 4 > INT32_MAX) return false;
+    if (2 * nf > d) return false;
+    // 32-bit push constants (sizes, float strides); the shader's indices stay within one box
+    for (int i = 0; i < 4; ++i)
+        if (x->ne[i] > INT32_MAX || x->nb[i] / 4 > UINT32_MAX) return false;
+    if ((uint64_t) x->ne[1] * (uint64_t) x->ne[2] > UINT32_MAX) return false; // the shader's H * L
     const ggml_ext_vulkan_device_info * info = sd_vk::device_info(dev);
     if (!info || !info->subgroup_basic || !info->subgroup_arithmetic || info->subgroup_size == 0) return false;
     // x and the output go in boxes of rows (plan_box); the PE table is bound whole
