@@ -39,7 +39,7 @@
 
 #include "convrot_row.cuh"
 #include "cuda_kernels.h"
-#include "graph_gather.h"
+#include "../graph_gather.h"
 
 #include "../chain_match.h"
 #include "../ggml_extensions.h"
@@ -413,20 +413,20 @@ void gather_modulation_chains(ggml_backend_dev_t dev, ggml_cgraph * g) {
     for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
         ggml_tensor * norm = ggml_graph_node(g, i);
         if (norm->op != GGML_OP_RMS_NORM) continue;
-        ggml_tensor * mul = sd_cuda_graph::sole_consumer(g, norm, i);
+        ggml_tensor * mul = sd_graph::sole_consumer(g, norm, i);
         if (mul == nullptr || ggml_graph_get_use_count(g, mul) != 2) continue;
         const std::vector<ggml_tensor *> r = consumers(g, mul, i);
         if (r.size() != 2) continue;
         ggml_tensor * mul2 = r[0]->op == GGML_OP_MUL ? r[0] : r[1];
-        ggml_tensor * add1 = sd_cuda_graph::sole_consumer(g, mul2, i);
-        ggml_tensor * add2 = add1 ? sd_cuda_graph::sole_consumer(g, add1, i) : nullptr;
-        ggml_tensor * q    = add2 ? sd_cuda_graph::sole_consumer(g, add2, i) : nullptr;
+        ggml_tensor * add1 = sd_graph::sole_consumer(g, mul2, i);
+        ggml_tensor * add2 = add1 ? sd_graph::sole_consumer(g, add1, i) : nullptr;
+        ggml_tensor * q    = add2 ? sd_graph::sole_consumer(g, add2, i) : nullptr;
         if (q == nullptr) continue;
         const ggml_tensor * n[6] = {norm, mul, mul2, add1, add2, q};
         chain               c;
         if (match_norm(dev, n, 6, c) && c.len == 6) chains.push_back({n, n + 6});
     }
-    for (const auto & ch : chains) sd_cuda_graph::gather_before_last(g, ch);
+    for (const auto & ch : chains) sd_graph::gather_before_last(g, ch);
 }
 
 // Graph delay for SiLU/Sigmoid -> Mul: the model builds SILU(gate) before the up linear, so the

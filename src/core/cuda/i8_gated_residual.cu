@@ -13,7 +13,7 @@
 // Stream-K GEMM; without CUTLASS the cuBLAS GEMM is the only path.
 
 #include "cuda_kernels.h"
-#include "graph_gather.h"
+#include "../graph_gather.h"
 
 #include "../chain_match.h"
 #include "../ggml_extensions.h"
@@ -64,15 +64,15 @@ void epilogue_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
         ggml_tensor * lin = ggml_graph_node(g, i);
         if (ggml_ext_get_op(lin) != lop) continue;
-        ggml_tensor * c1 = sd_cuda_graph::sole_consumer(g, lin, i);
+        ggml_tensor * c1 = sd_graph::sole_consumer(g, lin, i);
         if (c1 == nullptr) continue;
-        ggml_tensor *       c2       = c1->op == GGML_OP_MUL ? sd_cuda_graph::sole_consumer(g, c1, i) : nullptr;
+        ggml_tensor *       c2       = c1->op == GGML_OP_MUL ? sd_graph::sole_consumer(g, c1, i) : nullptr;
         const ggml_tensor * nodes[3] = {lin, c1, c2};
         epilogue_chain      c;
         if (c2 && chain_of(dev, nodes, 3, c)) chains.push_back({lin, c1, c2});
         else if (chain_of(dev, nodes, 2, c)) chains.push_back({lin, c1});
     }
-    for (const auto & chain : chains) sd_cuda_graph::gather_before_last(g, chain);
+    for (const auto & chain : chains) sd_graph::gather_before_last(g, chain);
 }
 
 ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {

@@ -20,7 +20,7 @@
 // is computed in the workspace and copied (stream-ordered), so allocator reuse is safe.
 
 #include "cuda_kernels.h"
-#include "graph_gather.h"
+#include "../graph_gather.h"
 
 #include "../ggml_extensions.h"
 #include "../kernel_desc.h"
@@ -284,22 +284,10 @@ int fused_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, vo
 // so fused_match sees them consecutive.
 void fused_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     if (!fusion_enabled()) return;
-    std::vector<std::vector<const ggml_tensor *>> chains;
-    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
-        ggml_tensor * t = ggml_graph_node(g, i);
-        if (t->op != GGML_OP_RMS_NORM) continue;
-        const ggml_tensor * n[5]  = {t};
-        int                 avail = 1;
-        while (avail < 5) {
-            ggml_tensor * c = sd_cuda_graph::sole_consumer(g, n[avail - 1], i);
-            if (c == nullptr) break;
-            n[avail++] = c;
-        }
+    sd_graph::gather_sole_consumer_chains(g, GGML_OP_RMS_NORM, 5, 3, [dev](const ggml_tensor * const * n, int avail) {
         rope_tail tail;
-        const int len = chain_length(dev, n, avail, tail);
-        if (len >= 3) chains.push_back({n, n + len});
-    }
-    for (const auto & chain : chains) sd_cuda_graph::gather_before_last(g, chain);
+        return chain_length(dev, n, avail, tail);
+    });
 }
 
 ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, void *, void * ws, size_t ws_bytes,

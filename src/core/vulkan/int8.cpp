@@ -29,7 +29,7 @@
 #include "../ggml_extensions.h"
 #include "../int8_schema.h"
 #include "../kernel_desc.h"
-#include "graph_delay.h"
+#include "../graph_gather.h"
 #include "vk_service.h"
 
 #include <cmath>
@@ -666,8 +666,8 @@ ggml_status swiglu_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes,
 // node; ggml_ext_graph_delay refuses any move that could change results (a crossed node reading
 // a moved one, aliasing writes), so such a chain simply stays unfused.
 
-using sd_vk::gather_before_last;
-using sd_vk::sole_consumer;
+using sd_graph::gather_before_last;
+using sd_graph::sole_consumer;
 
 void epilogue_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     if (!sd_vk::fusion_enabled()) return;

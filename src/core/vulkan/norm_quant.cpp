@@ -16,7 +16,7 @@
 #include "../ggml_extensions.h"
 #include "../int8_schema.h"
 #include "../kernel_desc.h"
-#include "graph_delay.h"
+#include "../graph_gather.h"
 #include "ggml-graph.h"
 #include "vk_service.h"
 
@@ -181,7 +181,7 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
 }
 
 // Graph-delay rule: the six nodes with independent work in between (e.g. the modulation vectors
-// computed after the norm) are gathered so mod_match sees them consecutive (graph_delay.h). The
+// computed after the norm) are gathered so mod_match sees them consecutive (graph_gather.h). The
 // first product has two readers (MUL(mod) and ADD), every other node one.
 void mod_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     if (!sd_vk::fusion_enabled()) return;
@@ -189,20 +189,20 @@ void mod_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
         ggml_tensor * norm = ggml_graph_node(g, i);
         if (norm->op != GGML_OP_RMS_NORM) continue;
-        ggml_tensor * mul1 = sd_vk::sole_consumer(g, norm, i);
+        ggml_tensor * mul1 = sd_graph::sole_consumer(g, norm, i);
         if (mul1 == nullptr || ggml_graph_get_use_count(g, mul1) != 2) continue;
-        const std::vector<ggml_tensor *> r = sd_vk::consumers(g, mul1, i);
+        const std::vector<ggml_tensor *> r = sd_graph::consumers(g, mul1, i);
         if (r.size() != 2) continue;
         ggml_tensor * mul2 = r[0]->op == GGML_OP_MUL ? r[0] : r[1];
-        ggml_tensor * add1 = sd_vk::sole_consumer(g, mul2, i);
-        ggml_tensor * add2 = add1 ? sd_vk::sole_consumer(g, add1, i) : nullptr;
-        ggml_tensor * q    = add2 ? sd_vk::sole_consumer(g, add2, i) : nullptr;
+        ggml_tensor * add1 = sd_graph::sole_consumer(g, mul2, i);
+        ggml_tensor * add2 = add1 ? sd_graph::sole_consumer(g, add1, i) : nullptr;
+        ggml_tensor * q    = add2 ? sd_graph::sole_consumer(g, add2, i) : nullptr;
         if (q == nullptr) continue;
         const ggml_tensor * n[6] = {norm, mul1, mul2, add1, add2, q};
         mod_chain           c;
         if (chain_of(dev, n, c)) chains.push_back({n, n + 6});
     }
-    for (const auto & chain : chains) sd_vk::gather_before_last(g, chain);
+    for (const auto & chain : chains) sd_graph::gather_before_last(g, chain);
 }
 
 } // namespace

@@ -13,7 +13,7 @@
 
 #include "../ggml_extensions.h"
 #include "../kernel_desc.h"
-#include "graph_delay.h"
+#include "../graph_gather.h"
 #include "vk_service.h"
 
 #include <algorithm>
@@ -282,25 +282,13 @@ ggml_status fused_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, 
 
 // Graph-delay rule: RMS_NORM, its MUL, the RoPE [, SCALE] [, F16 CPY] each the sole reader of
 // the previous, with independent work in between (e.g. the PE table or another projection
-// computed after the norm): gathered so fused_match sees them consecutive (graph_delay.h).
+// computed after the norm): gathered so fused_match sees them consecutive (graph_gather.h).
 void fused_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     if (!sd_vk::fusion_enabled()) return;
-    std::vector<std::vector<const ggml_tensor *>> chains;
-    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
-        ggml_tensor * t = ggml_graph_node(g, i);
-        if (t->op != GGML_OP_RMS_NORM) continue;
-        const ggml_tensor * n[5] = {t};
-        int                 avail = 1;
-        while (avail < 5) {
-            ggml_tensor * c = sd_vk::sole_consumer(g, n[avail - 1], i);
-            if (c == nullptr) break;
-            n[avail++] = c;
-        }
-        rope_tail  tail;
-        const int  len = chain_length(dev, n, avail, tail);
-        if (len >= 3) chains.push_back({n, n + len});
-    }
-    for (const auto & chain : chains) sd_vk::gather_before_last(g, chain);
+    sd_graph::gather_sole_consumer_chains(g, GGML_OP_RMS_NORM, 5, 3, [dev](const ggml_tensor * const * n, int avail) {
+        rope_tail tail;
+        return chain_length(dev, n, avail, tail);
+    });
 }
 
 } // namespace

@@ -1,13 +1,13 @@
-// graph_delay.cpp — see graph_delay.h.
+// graph_gather.cpp — see graph_gather.h.
 
-#include "graph_delay.h"
+#include "graph_gather.h"
 
 #include "ggml-ext.h"
 #include "ggml-graph.h"
 
 #include <algorithm>
 
-namespace sd_vk {
+namespace sd_graph {
 
 int node_index(ggml_cgraph * g, const ggml_tensor * t) {
     const int n = ggml_graph_n_nodes(g);
@@ -55,4 +55,4 @@ bool gather_before_last(ggml_cgraph * g, const std::vector<const ggml_tensor *> 
     return true;
 }
 
-} // namespace sd_vk
+} // namespace sd_graph
