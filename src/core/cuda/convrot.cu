@@ -31,7 +31,6 @@
 
 #include <cfloat>
 #include <cmath>
-#include <mutex>
 
 namespace SD_CUDA_NAMESPACE {
 
@@ -43,7 +42,7 @@ using convrot_row::rotate_chunk;
 constexpr int     kQuantThreads  = 256;
 constexpr int     kMinChunk      = 1024;
 constexpr int     kMaxGroup      = 16384;
-constexpr int64_t kDefaultSmem   = 48 * 1024;
+using convrot_row::kDefaultSmem;
 
 int chunk_floats(int group) { return group > kMinChunk ? group : kMinChunk; }
 
@@ -106,18 +105,10 @@ __global__ void __launch_bounds__(kQuantThreads)
     }
 }
 
-// The 64 KiB opt-in of group 16384, once per device (a function attribute, not stream work).
+// The 64 KiB opt-in of group 16384, once per device.
 bool allow_large_chunk(int device, size_t bytes) {
-    static std::mutex mu;
-    static bool       done[64] = {};
-    if (bytes <= (size_t) kDefaultSmem) return true;
-    std::lock_guard<std::mutex> lock(mu);
-    if (device >= 0 && device < 64 && done[device]) return true;
-    if (!cuda_ok(cudaFuncSetAttribute(quantize_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes),
-                 "quantizer shared-memory opt-in"))
-        return false;
-    if (device >= 0 && device < 64) done[device] = true;
-    return true;
+    static convrot_row::smem_opt_in opt_in;
+    return opt_in.allow(quantize_kernel, device, bytes, "quantizer shared-memory opt-in");
 }
 
 } // namespace

@@ -50,7 +50,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <vector>
 
@@ -63,7 +62,7 @@ using convrot_row::rotate_chunk;
 
 constexpr int     kThreads     = 256; // the native norm's row block and the quantizer's
 constexpr int     kMinChunk    = 1024;
-constexpr int64_t kDefaultSmem = 48 * 1024;
+using convrot_row::kDefaultSmem;
 constexpr int64_t kMaxFusedRow = 65536;
 
 enum chain_kind : int {
@@ -232,16 +231,8 @@ __global__ void __launch_bounds__(kThreads) fused_quantize_kernel(const fused_ar
 
 // The 64 KiB shared-memory opt-in of group 16384, once per device.
 bool allow_large_chunk(int device, size_t bytes) {
-    static std::mutex mu;
-    static bool       done[64] = {};
-    if (bytes <= (size_t) kDefaultSmem) return true;
-    std::lock_guard<std::mutex> lock(mu);
-    if (device >= 0 && device < 64 && done[device]) return true;
-    if (!cuda_ok(cudaFuncSetAttribute(fused_quantize_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes),
-                 "fused quantizer shared-memory opt-in"))
-        return false;
-    if (device >= 0 && device < 64) done[device] = true;
-    return true;
+    static convrot_row::smem_opt_in opt_in;
+    return opt_in.allow(fused_quantize_kernel, device, bytes, "fused quantizer shared-memory opt-in");
 }
 
 // ---------------------------------------------------------------------------------------------

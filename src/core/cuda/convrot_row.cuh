@@ -4,9 +4,12 @@
 // sd.quantize_i8_convrot.v1 in convrot.cu and the activation fusions in convrot_fusion.cu), so
 // the fused and unfused quantizations cannot drift apart: the in-place rotation of a chunk in
 // shared memory and the rounding of one rotated value. Exactness is described in convrot.cu.
-// Device code only; include from .cu files.
+// Also the host side both need: the shared-memory budget and its per-device opt-in. Include from
+// .cu files.
 
 #include "runtime.h"
+
+#include <mutex>
 
 namespace SD_CUDA_NAMESPACE {
 namespace convrot_row {
@@ -36,6 +39,26 @@ __device__ inline int8_t quant_value(float f) {
     f = fminf(fmaxf(f, -127.0f), 127.0f);
     return (int8_t) __float2int_rn(f);
 }
+
+// Shared memory a block may use without the opt-in attribute.
+constexpr int64_t kDefaultSmem = 48 * 1024;
+
+// The shared-memory opt-in of one kernel above kDefaultSmem (group 16384's 64 KiB chunk): a
+// function attribute, set once per device (not stream work, so it stays out of captured graphs).
+struct smem_opt_in {
+    std::mutex mu;
+    bool       done[64] = {};
+
+    template <typename Kernel> bool allow(Kernel * kernel, int device, size_t bytes, const char * what) {
+        if (bytes <= (size_t) kDefaultSmem) return true;
+        std::lock_guard<std::mutex> lock(mu);
+        if (device >= 0 && device < 64 && done[device]) return true;
+        if (!cuda_ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes), what))
+            return false;
+        if (device >= 0 && device < 64) done[device] = true;
+        return true;
+    }
+};
 
 } // namespace convrot_row
 } // namespace SD_CUDA_NAMESPACE
