@@ -29,13 +29,14 @@
 #include "../int8_schema.h"
 #include "../kernel_desc.h"
 
-#include <cfloat>
 #include <cmath>
 
 namespace SD_CUDA_NAMESPACE {
 
 namespace {
 
+using convrot_row::block_row_scale;
+using convrot_row::fold_amax;
 using convrot_row::quant_value;
 using convrot_row::rotate_chunk;
 
@@ -69,28 +70,11 @@ __global__ void __launch_bounds__(kQuantThreads)
     for (int64_t c0 = 0; c0 < K; c0 += chunk) {
         const int len = (int) (K - c0 < chunk ? K - c0 : chunk);
         load_rotated(s, xr + c0, len, G, gscale);
-        for (int i = threadIdx.x; i < len; i += blockDim.x) {
-            const float a = fabsf(s[i]);
-            if (!(a <= FLT_MAX)) nf = 1;
-            else amax = fmaxf(amax, a);
-        }
+        for (int i = threadIdx.x; i < len; i += blockDim.x) fold_amax(s[i], amax, nf);
         __syncthreads(); // s is reloaded next
     }
-    amax = warp_max_f32(amax);
-    nf   = warp_or(nf);
-    if (threadIdx.x % 32 == 0) {
-        red_max[threadIdx.x / 32] = amax;
-        red_nf[threadIdx.x / 32]  = nf;
-    }
-    __syncthreads();
-    amax = 0.0f;
-    nf   = 0;
-    for (int w = 0; w < kQuantThreads / 32; ++w) {
-        amax = fmaxf(amax, red_max[w]);
-        nf |= red_nf[w];
-    }
-    const float sx  = nf ? NAN : __fdiv_rn(amax, 127.0f);
-    const float inv = (nf || sx == 0.0f) ? 0.0f : __fdiv_rn(1.0f, sx);
+    float       inv = 0.0f;
+    const float sx  = block_row_scale(amax, nf, red_max, red_nf, inv);
     if (threadIdx.x == 0) scales[r] = sx;
     if (nf || sx == 0.0f) { // all zeros (scale NaN for a non-finite row)
         for (int64_t i = threadIdx.x; i < K; i += blockDim.x) qr[i] = 0;

@@ -47,7 +47,6 @@
 #include "../kernel_desc.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -57,6 +56,8 @@ namespace SD_CUDA_NAMESPACE {
 
 namespace {
 
+using convrot_row::block_row_scale;
+using convrot_row::fold_amax;
 using convrot_row::quant_value;
 using convrot_row::rotate_chunk;
 
@@ -191,28 +192,11 @@ __global__ void __launch_bounds__(kThreads) fused_quantize_kernel(const fused_ar
         for (int i = threadIdx.x; i < len; i += blockDim.x) s[i] = chain_value(a, xr, yr, c0 + i, mean, scale);
         __syncthreads();
         if (a.G > 1) rotate_chunk(s, len, a.G, a.gscale);
-        for (int i = threadIdx.x; i < len; i += blockDim.x) {
-            const float v = fabsf(s[i]);
-            if (!(v <= FLT_MAX)) nf = 1;
-            else amax = fmaxf(amax, v);
-        }
+        for (int i = threadIdx.x; i < len; i += blockDim.x) fold_amax(s[i], amax, nf);
         __syncthreads();
     }
-    amax = warp_max_f32(amax);
-    nf   = warp_or(nf);
-    if (threadIdx.x % 32 == 0) {
-        red_max[threadIdx.x / 32] = amax;
-        red_nf[threadIdx.x / 32]  = nf;
-    }
-    __syncthreads();
-    amax = 0.0f;
-    nf   = 0;
-    for (int w = 0; w < kThreads / 32; ++w) {
-        amax = fmaxf(amax, red_max[w]);
-        nf |= red_nf[w];
-    }
-    const float sx  = nf ? NAN : __fdiv_rn(amax, 127.0f);
-    const float inv = (nf || sx == 0.0f) ? 0.0f : __fdiv_rn(1.0f, sx);
+    float       inv = 0.0f;
+    const float sx  = block_row_scale(amax, nf, red_max, red_nf, inv);
     if (threadIdx.x == 0) a.scales[r] = sx;
     if (nf || sx == 0.0f) {
         for (int64_t i = threadIdx.x; i < K; i += blockDim.x) qr[i] = 0;
@@ -381,21 +365,6 @@ int rule_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, voi
     return chain_at(dev, graph, first, c) && family_owns(family_of(user_data), c.kind) ? c.len : 0;
 }
 
-// The nodes after position `from` that read t, in graph order.
-std::vector<ggml_tensor *> consumers(ggml_cgraph * g, const ggml_tensor * t, int from) {
-    std::vector<ggml_tensor *> r;
-    for (int j = from + 1; j < ggml_graph_n_nodes(g); ++j) {
-        ggml_tensor * c = ggml_graph_node(g, j);
-        for (int s = 0; s < GGML_MAX_SRC; ++s) {
-            if (c->src[s] == t) {
-                r.push_back(c);
-                break;
-            }
-        }
-    }
-    return r;
-}
-
 // Graph delay for the modulation chain: its six nodes with independent work in between (the
 // modulation vectors computed after the norm) are gathered before the quantizer. The weighted
 // norm has two readers (MUL(mod) and ADD), every other node one.
@@ -406,7 +375,7 @@ void gather_modulation_chains(ggml_backend_dev_t dev, ggml_cgraph * g) {
         if (norm->op != GGML_OP_RMS_NORM) continue;
         ggml_tensor * mul = sd_graph::sole_consumer(g, norm, i);
         if (mul == nullptr || ggml_graph_get_use_count(g, mul) != 2) continue;
-        const std::vector<ggml_tensor *> r = consumers(g, mul, i);
+        const std::vector<ggml_tensor *> r = sd_graph::consumers(g, mul, i);
         if (r.size() != 2) continue;
         ggml_tensor * mul2 = r[0]->op == GGML_OP_MUL ? r[0] : r[1];
         ggml_tensor * add1 = sd_graph::sole_consumer(g, mul2, i);

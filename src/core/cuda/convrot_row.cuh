@@ -9,6 +9,7 @@
 
 #include "runtime.h"
 
+#include <cfloat>
 #include <mutex>
 
 namespace SD_CUDA_NAMESPACE {
@@ -38,6 +39,35 @@ __device__ inline int8_t quant_value(float f) {
     if (!(f == f)) return 0;
     f = fminf(fmaxf(f, -127.0f), 127.0f);
     return (int8_t) __float2int_rn(f);
+}
+
+// Folds one rotated value into the thread's running amax; a non-finite value sets nf instead.
+__device__ inline void fold_amax(float v, float & amax, int & nf) {
+    const float a = fabsf(v);
+    if (!(a <= FLT_MAX)) nf = 1;
+    else amax = fmaxf(amax, a);
+}
+
+// The row's scale from every thread's amax / nf (all threads of the block call it; red_max and
+// red_nf are shared, one slot per warp): amax / 127, NaN for a row with a non-finite value. inv
+// is 1 / scale, or 0 when the row quantizes to zeros (non-finite or all zero).
+__device__ inline float block_row_scale(float amax, int nf, float * red_max, int * red_nf, float & inv) {
+    amax = warp_max_f32(amax);
+    nf   = warp_or(nf);
+    if (threadIdx.x % 32 == 0) {
+        red_max[threadIdx.x / 32] = amax;
+        red_nf[threadIdx.x / 32]  = nf;
+    }
+    __syncthreads();
+    amax = 0.0f;
+    nf   = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; ++w) {
+        amax = fmaxf(amax, red_max[w]);
+        nf |= red_nf[w];
+    }
+    const float sx = nf ? NAN : __fdiv_rn(amax, 127.0f);
+    inv            = (nf || sx == 0.0f) ? 0.0f : __fdiv_rn(1.0f, sx);
+    return sx;
 }
 
 // Shared memory a block may use without the opt-in attribute.
