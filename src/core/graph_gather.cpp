@@ -55,4 +55,20 @@ bool gather_before_last(ggml_cgraph * g, const std::vector<const ggml_tensor *> 
     return true;
 }
 
+bool modulation_chain_at(ggml_cgraph * g, int i, const ggml_tensor * n[6]) {
+    ggml_tensor * norm = ggml_graph_node(g, i);
+    if (norm->op != GGML_OP_RMS_NORM) return false;
+    ggml_tensor * mul1 = sole_consumer(g, norm, i);
+    if (mul1 == nullptr || ggml_graph_get_use_count(g, mul1) != 2) return false;
+    const std::vector<ggml_tensor *> r = consumers(g, mul1, i);
+    if (r.size() != 2) return false;
+    ggml_tensor * mul2 = r[0]->op == GGML_OP_MUL ? r[0] : r[1];
+    ggml_tensor * add1 = sole_consumer(g, mul2, i);
+    ggml_tensor * add2 = add1 ? sole_consumer(g, add1, i) : nullptr;
+    ggml_tensor * q    = add2 ? sole_consumer(g, add2, i) : nullptr;
+    if (q == nullptr) return false;
+    n[0] = norm, n[1] = mul1, n[2] = mul2, n[3] = add1, n[4] = add2, n[5] = q;
+    return true;
+}
+
 } // namespace sd_graph

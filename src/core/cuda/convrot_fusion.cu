@@ -369,24 +369,10 @@ int rule_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, voi
 // modulation vectors computed after the norm) are gathered before the quantizer. The weighted
 // norm has two readers (MUL(mod) and ADD), every other node one.
 void gather_modulation_chains(ggml_backend_dev_t dev, ggml_cgraph * g) {
-    std::vector<std::vector<const ggml_tensor *>> chains;
-    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
-        ggml_tensor * norm = ggml_graph_node(g, i);
-        if (norm->op != GGML_OP_RMS_NORM) continue;
-        ggml_tensor * mul = sd_graph::sole_consumer(g, norm, i);
-        if (mul == nullptr || ggml_graph_get_use_count(g, mul) != 2) continue;
-        const std::vector<ggml_tensor *> r = sd_graph::consumers(g, mul, i);
-        if (r.size() != 2) continue;
-        ggml_tensor * mul2 = r[0]->op == GGML_OP_MUL ? r[0] : r[1];
-        ggml_tensor * add1 = sd_graph::sole_consumer(g, mul2, i);
-        ggml_tensor * add2 = add1 ? sd_graph::sole_consumer(g, add1, i) : nullptr;
-        ggml_tensor * q    = add2 ? sd_graph::sole_consumer(g, add2, i) : nullptr;
-        if (q == nullptr) continue;
-        const ggml_tensor * n[6] = {norm, mul, mul2, add1, add2, q};
-        chain               c;
-        if (match_norm(dev, n, 6, c) && c.len == 6) chains.push_back({n, n + 6});
-    }
-    for (const auto & ch : chains) sd_graph::gather_before_last(g, ch);
+    sd_graph::gather_modulation_chains(g, [dev](const ggml_tensor * const * n) {
+        chain c;
+        return match_norm(dev, n, 6, c) && c.len == 6;
+    });
 }
 
 // Graph delay for SiLU/Sigmoid -> Mul: the model builds SILU(gate) before the up linear, so the

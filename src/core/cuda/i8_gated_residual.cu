@@ -45,34 +45,20 @@ bool chain_of(ggml_backend_dev_t dev, const ggml_tensor * const * n, int count, 
 
 int epilogue_match(ggml_backend_dev_t dev, const ggml_cgraph * graph, int first, void *) {
     if (!fusion_enabled()) return 0;
-    ggml_cgraph * g = const_cast<ggml_cgraph *>(graph); // the accessors are not const; read only
-    const int     n = ggml_graph_n_nodes(g);
-    if (first + 1 >= n) return 0;
-    const ggml_tensor * nodes[3] = {ggml_graph_node(g, first), ggml_graph_node(g, first + 1),
-                                    first + 2 < n ? ggml_graph_node(g, first + 2) : nullptr};
-    epilogue_chain      c;
-    if (nodes[2] && chain_of(dev, nodes, 3, c)) return 3;
-    return chain_of(dev, nodes, 2, c) ? 2 : 0;
+    return sd_graph::match_linear_epilogue(graph, first, [dev](const ggml_tensor * const * n, int count) {
+        epilogue_chain c;
+        return chain_of(dev, n, count, c);
+    });
 }
 
 // Graph-delay rule: each linear whose sole reader is a MUL(gate) whose sole reader is the ADD
 // (or whose sole reader is the ADD) is gathered so epilogue_match sees the chain consecutive.
 void epilogue_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     if (!fusion_enabled()) return;
-    const ggml_ext_op_t                           lop = sd_op_linear_i8();
-    std::vector<std::vector<const ggml_tensor *>> chains;
-    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
-        ggml_tensor * lin = ggml_graph_node(g, i);
-        if (ggml_ext_get_op(lin) != lop) continue;
-        ggml_tensor * c1 = sd_graph::sole_consumer(g, lin, i);
-        if (c1 == nullptr) continue;
-        ggml_tensor *       c2       = c1->op == GGML_OP_MUL ? sd_graph::sole_consumer(g, c1, i) : nullptr;
-        const ggml_tensor * nodes[3] = {lin, c1, c2};
-        epilogue_chain      c;
-        if (c2 && chain_of(dev, nodes, 3, c)) chains.push_back({lin, c1, c2});
-        else if (chain_of(dev, nodes, 2, c)) chains.push_back({lin, c1});
-    }
-    for (const auto & chain : chains) sd_graph::gather_before_last(g, chain);
+    sd_graph::gather_linear_epilogues(g, sd_op_linear_i8(), [dev](const ggml_tensor * const * n, int count) {
+        epilogue_chain c;
+        return chain_of(dev, n, count, c);
+    });
 }
 
 ggml_status epilogue_prepare(ggml_backend_dev_t, const ggml_ext_nodes * nodes, void ** state, size_t * ws, void *) {

@@ -185,24 +185,10 @@ ggml_status mod_execute(ggml_backend_t backend, const ggml_ext_nodes * nodes, vo
 // first product has two readers (MUL(mod) and ADD), every other node one.
 void mod_optimize(ggml_backend_dev_t dev, ggml_cgraph * g, void *) {
     if (!sd_vk::fusion_enabled()) return;
-    std::vector<std::vector<const ggml_tensor *>> chains;
-    for (int i = 0; i < ggml_graph_n_nodes(g); ++i) {
-        ggml_tensor * norm = ggml_graph_node(g, i);
-        if (norm->op != GGML_OP_RMS_NORM) continue;
-        ggml_tensor * mul1 = sd_graph::sole_consumer(g, norm, i);
-        if (mul1 == nullptr || ggml_graph_get_use_count(g, mul1) != 2) continue;
-        const std::vector<ggml_tensor *> r = sd_graph::consumers(g, mul1, i);
-        if (r.size() != 2) continue;
-        ggml_tensor * mul2 = r[0]->op == GGML_OP_MUL ? r[0] : r[1];
-        ggml_tensor * add1 = sd_graph::sole_consumer(g, mul2, i);
-        ggml_tensor * add2 = add1 ? sd_graph::sole_consumer(g, add1, i) : nullptr;
-        ggml_tensor * q    = add2 ? sd_graph::sole_consumer(g, add2, i) : nullptr;
-        if (q == nullptr) continue;
-        const ggml_tensor * n[6] = {norm, mul1, mul2, add1, add2, q};
-        mod_chain           c;
-        if (chain_of(dev, n, c)) chains.push_back({n, n + 6});
-    }
-    for (const auto & chain : chains) sd_graph::gather_before_last(g, chain);
+    sd_graph::gather_modulation_chains(g, [dev](const ggml_tensor * const * n) {
+        mod_chain c;
+        return chain_of(dev, n, c);
+    });
 }
 
 } // namespace
